@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: MIT */
+/**
+ * @file memprof.h
+ * @brief The public C API of libmemprof, a sampling heap profiler.
+ *
+ * libmemprof samples allocations as a Poisson process over allocated bytes (on average one
+ * sample per `sampling_rate` bytes), records the call stack of each sample, keeps the samples
+ * that are still live, and turns them into unbiased estimates of live and allocated memory per
+ * call path. This header is the whole public interface: an engine lifecycle (init, start,
+ * stop, shutdown), statistics, and snapshots read through an opaque handle and accessors.
+ *
+ * Conventions: every function that can fail returns `0` (or a count) on success and a
+ * negative errno value on failure (see memprof_strerror()). Structs that cross the API begin
+ * with a `size` member that the caller sets to `sizeof` the struct it was compiled with, so
+ * they can grow in later versions without breaking callers. Nothing here aborts the process.
+ */
+#ifndef MEMPROF_MEMPROF_H
+#define MEMPROF_MEMPROF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <memprof/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief Marks a declaration as part of the exported API. Overridable by the includer. */
+#ifndef MEMPROF_API
+#if defined(_WIN32)
+#define MEMPROF_API __declspec(dllimport)
+#elif defined(__GNUC__)
+#define MEMPROF_API __attribute__((visibility("default")))
+#else
+#define MEMPROF_API
+#endif
+#endif
+
+/**
+ * @defgroup errors Errors
+ * Functions return 0 or a non-negative count on success and a negative errno value on
+ * failure. The values used, and what they mean here:
+ * - `-EINVAL`: a NULL or out-of-range argument, or a struct whose `size` is too small.
+ * - `-EALREADY`: memprof_init() on an engine that is already initialised.
+ * - `-ENOTCONN`: the call needs an initialised engine and memprof_init() was not called.
+ * - `-EBUSY`: the call is not allowed in the current state (e.g. start while active).
+ * - `-ESHUTDOWN`: memprof_shutdown() was called; the engine is gone for good.
+ * - `-ENOMEM`: the engine could not map memory for its tables or a snapshot.
+ * - `-ENOTSUP`: the feature or format is not available in this build.
+ * - `-EIO` and other file errors: writing a profile failed.
+ * @{
+ */
+
+/**
+ * @brief **memprof_strerror()** describes an error code returned by this library.
+ * @param err a negative (or positive) errno value returned by a libmemprof function.
+ * @return a static, NUL-terminated English string; never NULL.
+ *
+ * Thread-safe, async-signal-safe, callable in any state. @since 1.0
+ */
+MEMPROF_API const char *memprof_strerror(int err);
+
+/** @} */
+
+/**
+ * @brief **memprof_version()** returns the library's version as `MEMPROF_VERSION_HEX` does.
+ * @return `(major << 16) | (minor << 8) | patch` of the loaded library.
+ *
+ * Thread-safe, async-signal-safe. @since 1.0
+ */
+MEMPROF_API unsigned memprof_version(void);
+
+/**
+ * @brief **memprof_version_string()** returns the library's version as text, e.g. "1.0.0".
+ * @return a static string. Thread-safe, async-signal-safe. @since 1.0
+ */
+MEMPROF_API const char *memprof_version_string(void);
+
+/** @brief Default mean number of bytes between samples (512 KiB). */
+#define MEMPROF_DEFAULT_SAMPLING_RATE 524288u
+
+/** @brief Severity of a message passed to a memprof_log_fn. */
+typedef enum memprof_log_level {
+    MEMPROF_LOG_ERROR = 0, /**< Something failed (e.g. a profile could not be written). */
+    MEMPROF_LOG_WARN = 1,  /**< Degraded operation (e.g. a table is full, samples dropped). */
+    MEMPROF_LOG_INFO = 2,  /**< Lifecycle information. */
+    MEMPROF_LOG_DEBUG = 3  /**< Details for developers. */
+} memprof_log_level;
+
+/**
+ * @brief A log callback. Called outside allocation hooks, never with engine locks held.
+ * @param ctx the `log_ctx` given in memprof_config.
+ * @param level a memprof_log_level.
+ * @param msg a NUL-terminated message without a trailing newline.
+ */
+typedef void (*memprof_log_fn)(void *ctx, int level, const char *msg);
+
+/**
+ * @brief Engine configuration, read by memprof_init_config().
+ *
+ * Initialise it with memprof_config_init(), then change the fields you care about. Fields
+ * are only ever appended; the library reads the fields covered by `size` and uses defaults
+ * for the rest.
+ */
+typedef struct memprof_config {
+    size_t size;            /**< Set to sizeof(memprof_config) (memprof_config_init() does). */
+    uint64_t sampling_rate; /**< Mean bytes between samples; 0 = default (512 KiB). 1 samples
+                                 every allocation. At most 2^40. */
+    uint64_t heap_map_capacity; /**< Maximum live samples tracked; 0 = default (1,048,576).
+                                     Rounded up to a power of two, at least 4096. */
+    uint64_t max_stacks;  /**< Maximum distinct call stacks; 0 = default (1,048,576). Stacks
+                               beyond it are counted under one "overflow" stack. */
+    uint32_t max_frames;  /**< Frames captured per stack; 0 = default (64), at most 256. */
+    uint32_t flags;       /**< Reserved, must be 0. */
+    uint64_t seed;        /**< PRNG seed for reproducible sampling; 0 = random per thread
+                               (getrandom() mixed with thread and process identity). */
+    memprof_log_fn log_fn; /**< Log callback; NULL = silent (the default). */
+    void *log_ctx;         /**< Passed to log_fn. */
+} memprof_config;
+
+/**
+ * @brief **memprof_config_init()** fills a config with the defaults and sets its `size`.
+ * @param cfg the config to fill; ignored if NULL.
+ *
+ * Thread-safe, async-signal-safe, callable in any state. @since 1.0
+ */
+MEMPROF_API void memprof_config_init(memprof_config *cfg);
+
+/**
+ * @brief **memprof_init()** initialises the engine with a sampling rate.
+ *
+ * Maps the engine's tables (address space only; memory is touched as it is used). The engine
+ * starts in the INITIALIZED state: nothing is sampled until memprof_start(). A process has one
+ * engine, shared by every user of the library (including the LD_PRELOAD plugin).
+ *
+ * @param sampling_rate mean bytes between samples; 0 selects the default (512 KiB).
+ * @return 0 on success; `-EALREADY` if the engine is already initialised (nothing changes);
+ *         `-ESHUTDOWN` after memprof_shutdown(); `-EINVAL` if the rate exceeds 2^40;
+ *         `-ENOMEM` if the tables cannot be mapped.
+ *
+ * Thread-safe (concurrent calls: one wins, the others get `-EALREADY`). Not async-signal-safe;
+ * must not be called from an allocation hook. @since 1.0
+ */
+MEMPROF_API int memprof_init(uint64_t sampling_rate);
+
+/**
+ * @brief **memprof_init_config()** initialises the engine from a configuration.
+ * @param cfg the configuration, or NULL for the defaults.
+ * @return as memprof_init(); `-EINVAL` if `cfg->size` is smaller than the first two fields,
+ *         if a field is out of range, or if bytes beyond the known fields are non-zero.
+ *
+ * Thread-safe as memprof_init(). @since 1.0
+ */
+MEMPROF_API int memprof_init_config(const memprof_config *cfg);
+
+/**
+ * @brief **memprof_start()** starts sampling allocations (INITIALIZED or STOPPED → ACTIVE).
+ * @return 0 on success; `-ENOTCONN` before init; `-EBUSY` if already active; `-ESHUTDOWN`
+ *         after shutdown; `-ENOTSUP` if no interposition backend is available in the process.
+ *
+ * Thread-safe. Not async-signal-safe. @since 1.0
+ */
+MEMPROF_API int memprof_start(void);
+
+/**
+ * @brief **memprof_stop()** stops sampling new allocations (ACTIVE → STOPPED).
+ *
+ * Frees keep being tracked, so a block sampled while active and freed after stop leaves the
+ * live set: the profile shows what is still live, not what was live at stop.
+ *
+ * @return 0 on success; `-ENOTCONN` before init; `-EBUSY` if not active; `-ESHUTDOWN` after
+ *         shutdown. Thread-safe. Not async-signal-safe. @since 1.0
+ */
+MEMPROF_API int memprof_stop(void);
+
+/**
+ * @brief **memprof_shutdown()** ends profiling for the life of the process (one-way).
+ *
+ * Sampling and free tracking stop; later calls return `-ESHUTDOWN`. The tables are not
+ * unmapped while allocation hooks may still run in other threads (they are reclaimed at
+ * process exit). Snapshots already taken stay valid until memprof_free_snapshot().
+ * Call it once, not concurrently with memprof_get_snapshot(). Calling it again is harmless.
+ *
+ * Thread-safe. Not async-signal-safe. @since 1.0
+ */
+MEMPROF_API void memprof_shutdown(void);
+
+/** @brief An opaque, immutable copy of the live samples and their stacks at one moment. */
+typedef struct memprof_snapshot memprof_snapshot;
+
+/**
+ * @brief **memprof_get_snapshot()** copies the live samples and their stacks.
+ *
+ * Works in the INITIALIZED, ACTIVE and STOPPED states. The snapshot's memory comes from
+ * `mmap`, not from malloc, and is released by memprof_free_snapshot(). Symbols are not
+ * resolved here (see memprof_resolve_symbols()). Samples inserted concurrently may or may not
+ * be included; each included sample is internally consistent.
+ *
+ * @param out receives the snapshot; set to NULL on failure.
+ * @return 0 on success; `-EINVAL` if out is NULL; `-ENOTCONN` before init; `-ESHUTDOWN` after
+ *         shutdown; `-ENOMEM`. Thread-safe (any thread, concurrently with allocation). Not
+ *         async-signal-safe; must not be called from an allocation hook. @since 1.0
+ */
+MEMPROF_API int memprof_get_snapshot(memprof_snapshot **out);
+
+/**
+ * @brief **memprof_free_snapshot()** releases a snapshot. NULL is ignored.
+ * @param snapshot a snapshot from memprof_get_snapshot(), or NULL.
+ *
+ * Thread-safe for distinct snapshots; valid in any state, also after shutdown. @since 1.0
+ */
+MEMPROF_API void memprof_free_snapshot(memprof_snapshot *snapshot);
+
+/**
+ * @brief **memprof_snapshot_live_samples()** returns the number of live samples.
+ * @param snapshot a snapshot, or NULL (returns 0). Thread-safe. @since 1.0
+ */
+MEMPROF_API size_t memprof_snapshot_live_samples(const memprof_snapshot *snapshot);
+
+/**
+ * @brief **memprof_snapshot_estimated_bytes()** returns the estimated live heap in bytes.
+ *
+ * The sum over live samples of `s / (1 - exp(-s / R))` for a sample of `s` bytes taken at
+ * rate `R`: an unbiased estimate of all live bytes allocated while sampling was active.
+ *
+ * @param snapshot a snapshot, or NULL (returns 0). Thread-safe. @since 1.0
+ */
+MEMPROF_API uint64_t memprof_snapshot_estimated_bytes(const memprof_snapshot *snapshot);
+
+/** @brief The whole-heap estimate of a snapshot, with its uncertainty. */
+typedef struct memprof_estimate {
+    size_t size;              /**< Set to sizeof(memprof_estimate) before the call. */
+    uint64_t live_samples;    /**< Live samples the estimate is built from. */
+    uint64_t bytes;           /**< Estimated live bytes (as memprof_snapshot_estimated_bytes()). */
+    uint64_t bytes_low;       /**< Lower end of the 95 % confidence interval of `bytes`. */
+    uint64_t bytes_high;      /**< Upper end of the 95 % confidence interval of `bytes`. */
+    uint64_t count;           /**< Estimated number of live allocations. */
+    uint64_t count_low;       /**< Lower end of the 95 % interval of `count`. */
+    uint64_t count_high;      /**< Upper end of the 95 % interval of `count`. */
+    uint64_t sampling_rate;   /**< Mean bytes between samples, as configured. */
+    uint64_t timestamp_ns;    /**< CLOCK_MONOTONIC time the snapshot was taken. */
+    uint32_t low_confidence;  /**< 1 if fewer than 100 live samples: treat as a rough guide. */
+    uint32_t reserved;        /**< Zero. */
+} memprof_estimate;
+
+/**
+ * @brief **memprof_snapshot_estimate()** reads the whole-heap estimate with its interval.
+ * @param snapshot a snapshot.
+ * @param out filled up to `out->size` bytes.
+ * @return 0; `-EINVAL` if an argument is NULL or `out->size` is too small to hold `bytes`.
+ *
+ * The interval is a normal approximation of the Horvitz–Thompson estimator's variance
+ * (sum over samples of `s^2 (1 - p) / p^2`); it is reliable from about 100 samples on.
+ * Thread-safe. @since 1.0
+ */
+MEMPROF_API int memprof_snapshot_estimate(const memprof_snapshot *snapshot, memprof_estimate *out);
+
+/** @brief Output formats of memprof_snapshot_write(). Values are never renumbered. */
+typedef enum memprof_format {
+    MEMPROF_FORMAT_AUTO = 0,       /**< Chosen from the file name's extension (text if none). */
+    MEMPROF_FORMAT_PPROF = 1,      /**< pprof profile.proto, gzip-compressed (`.pb.gz`). */
+    MEMPROF_FORMAT_SPEEDSCOPE = 2, /**< speedscope JSON (`.json`). */
+    MEMPROF_FORMAT_COLLAPSED = 3,  /**< Collapsed stacks, `a;b;c bytes` (`.folded`, `.collapsed`). */
+    MEMPROF_FORMAT_TEXT = 4,       /**< Human-readable summary of the top sites (`.txt`). */
+    MEMPROF_FORMAT_HTML = 5        /**< Self-contained HTML flame graph (`.html`). */
+} memprof_format;
+
+/**
+ * @brief **memprof_snapshot_write()** writes a snapshot to a file in a given format.
+ *
+ * Stacks are symbolized as by memprof_resolve_symbols(). The file is written to a temporary
+ * name in the same directory and renamed over `path` (mode 0600).
+ *
+ * @param snapshot a snapshot.
+ * @param path destination file name.
+ * @param format a memprof_format; MEMPROF_FORMAT_AUTO picks one from the extension.
+ * @return 0 on success; `-EINVAL` for NULL arguments or an unknown format; `-ENOTSUP` for a
+ *         format this build cannot write yet; a negative errno from the file system.
+ *
+ * Thread-safe. Not async-signal-safe; not callable from an allocation hook. @since 1.0
+ */
+MEMPROF_API int memprof_snapshot_write(const memprof_snapshot *snapshot, const char *path,
+                                       memprof_format format);
+
+/** @brief Engine states (memprof_stats::state). */
+typedef enum memprof_state {
+    MEMPROF_STATE_UNINITIALIZED = 0, /**< memprof_init() not yet called. */
+    MEMPROF_STATE_INITIALIZED = 1,   /**< Tables ready, not sampling. */
+    MEMPROF_STATE_ACTIVE = 2,        /**< Sampling allocations and tracking frees. */
+    MEMPROF_STATE_STOPPED = 3,       /**< Tracking frees only. */
+    MEMPROF_STATE_SHUTDOWN = 4       /**< Gone for good. */
+} memprof_state;
+
+/**
+ * @brief Engine statistics (memprof_get_stats()). Every drop or degradation is counted here.
+ *
+ * Fields are only appended. Counters are cumulative since memprof_init() unless noted.
+ */
+typedef struct memprof_stats {
+    size_t size;                  /**< Set to sizeof(memprof_stats) before the call. */
+    uint32_t state;               /**< A memprof_state. */
+    uint32_t reserved;            /**< Zero. */
+    uint64_t sampling_rate;       /**< Mean bytes between samples. */
+    uint64_t total_samples;       /**< Allocations sampled (including dropped ones). */
+    uint64_t live_samples;        /**< Samples currently live in the heap map. */
+    uint64_t freed_samples;       /**< Sampled allocations later freed. */
+    uint64_t unique_stacks;       /**< Distinct call stacks interned. */
+    uint64_t estimated_live_bytes; /**< Estimated live heap bytes (unbiased weights). */
+    uint64_t heap_map_capacity;   /**< Maximum live samples the heap map can hold. */
+    uint64_t heap_map_used;       /**< Heap-map slots in use (live, reserved or tombstone). */
+    uint64_t heap_map_full_drops; /**< Samples dropped because the heap map was full. */
+    uint64_t stack_table_capacity; /**< Maximum distinct stacks. */
+    uint64_t stack_table_overflows; /**< Samples attributed to the overflow stack. */
+    uint64_t bloom_rebuilds;      /**< Rebuilds of the free-path Bloom filter. */
+    uint64_t bloom_fill_permille; /**< Bits set in the current Bloom filter, per mille. */
+    uint64_t death_during_birth;  /**< Samples freed before their insertion completed. */
+    uint64_t tombstones_reused;   /**< Heap-map tombstones reused by inserts. */
+    uint64_t reentrant_skips;     /**< Allocations not sampled because the profiler itself
+                                       was running on that thread. */
+    uint64_t truncated_stacks;    /**< Samples whose stack hit the maximum depth or could not
+                                       be walked further. */
+    uint64_t profiler_bytes;      /**< Bytes the engine has mapped for its tables (address
+                                       space reserved and touched lazily). */
+} memprof_stats;
+
+/**
+ * @brief **memprof_get_stats()** reads the engine statistics.
+ * @param out filled up to `min(out->size, sizeof(memprof_stats))` bytes.
+ * @return 0; `-EINVAL` if out is NULL or `out->size` is smaller than the `state` field.
+ *         Works in every state (before init everything but `size` is zero and `state` is
+ *         UNINITIALIZED). Thread-safe. Not async-signal-safe. @since 1.0
+ */
+MEMPROF_API int memprof_get_stats(memprof_stats *out);
+
+/**
+ * @brief **memprof_resolve_symbols()** symbolizes every interned stack not yet resolved.
+ *
+ * Resolution is cached per address, runs in the calling thread, and is also done implicitly
+ * by memprof_snapshot_write(). Never called from a hook or a background thread.
+ *
+ * @return the number of addresses newly resolved (>= 0); `-ENOTCONN` before init;
+ *         `-ESHUTDOWN` after shutdown. Thread-safe. Not async-signal-safe. @since 1.0
+ */
+MEMPROF_API int memprof_resolve_symbols(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MEMPROF_MEMPROF_H */

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The public API's lifecycle, configuration, statistics and error functions: argument and
+ * size-stamp validation in front of the engine (src/core/engine.c).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "memprof/memprof.h"
+
+/* Reads the fields of a size-stamped input struct that the caller's `size` covers. */
+#define FIELD_END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+
+const char *memprof_strerror(int err)
+{
+    switch (err < 0 ? -err : err) {
+    case 0:
+        return "Success";
+    case EINVAL:
+        return "Invalid argument";
+    case EALREADY:
+        return "The profiler is already initialized";
+    case ENOTCONN:
+        return "The profiler is not initialized (call memprof_init first)";
+    case EBUSY:
+        return "Not allowed in the profiler's current state";
+    case ESHUTDOWN:
+        return "The profiler has been shut down";
+    case ENOMEM:
+        return "Out of memory";
+    case ENOTSUP:
+        return "Not supported by this build or process";
+    case EIO:
+        return "Input/output error";
+    case EACCES:
+        return "Permission denied";
+    case ENOENT:
+        return "No such file or directory";
+    case ENOSPC:
+        return "No space left on device";
+    case EEXIST:
+        return "File exists";
+    case EPERM:
+        return "Operation not permitted";
+    default:
+        return "Unknown error";
+    }
+}
+
+unsigned memprof_version(void)
+{
+    return MEMPROF_VERSION_HEX;
+}
+
+const char *memprof_version_string(void)
+{
+    return MEMPROF_VERSION_STRING;
+}
+
+void memprof_config_init(memprof_config *cfg)
+{
+    if (!cfg)
+        return;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->size = sizeof *cfg;
+    cfg->sampling_rate = MEMPROF_DEFAULT_RATE;
+    cfg->heap_map_capacity = MEMPROF_DEFAULT_HEAP_MAP_CAPACITY;
+    cfg->max_stacks = MEMPROF_DEFAULT_MAX_STACKS;
+    cfg->max_frames = MEMPROF_DEFAULT_FRAMES;
+}
+
+/* True if every byte of [from, to) in p is zero (fields from a newer header we don't know). */
+static bool tail_is_zero(const void *p, size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++)
+        if (((const unsigned char *)p)[i])
+            return false;
+    return true;
+}
+
+int memprof_init_config(const memprof_config *cfg)
+{
+    memprof_config c;
+    memprof_config_init(&c);
+    if (cfg) {
+        if (cfg->size < FIELD_END(memprof_config, sampling_rate))
+            return -EINVAL;
+        if (cfg->size > sizeof c && !tail_is_zero(cfg, sizeof c, cfg->size))
+            return -EINVAL;
+        memcpy(&c, cfg, cfg->size < sizeof c ? cfg->size : sizeof c);
+    }
+    if (c.sampling_rate == 0)
+        c.sampling_rate = MEMPROF_DEFAULT_RATE;
+    if (c.heap_map_capacity == 0)
+        c.heap_map_capacity = MEMPROF_DEFAULT_HEAP_MAP_CAPACITY;
+    if (c.max_stacks == 0)
+        c.max_stacks = MEMPROF_DEFAULT_MAX_STACKS;
+    if (c.max_frames == 0)
+        c.max_frames = MEMPROF_DEFAULT_FRAMES;
+    if (c.sampling_rate > MEMPROF_MAX_RATE || c.heap_map_capacity > ((uint64_t)1 << 34) ||
+        c.max_stacks > MEMPROF_HM_MAX_STACK - 1 || c.max_stacks < 16 ||
+        c.max_frames > MEMPROF_STACK_MAX_DEPTH || c.flags != 0)
+        return -EINVAL;
+    struct memprof_engine_config ec = {
+        .rate = c.sampling_rate,
+        .heap_map_capacity = c.heap_map_capacity,
+        .max_stacks = c.max_stacks,
+        .seed = c.seed,
+        .max_frames = c.max_frames,
+        .log_fn = c.log_fn,
+        .log_ctx = c.log_ctx,
+    };
+    return memprof__engine_init(&ec);
+}
+
+int memprof_init(uint64_t sampling_rate)
+{
+    memprof_config c;
+    memprof_config_init(&c);
+    c.sampling_rate = sampling_rate;
+    return memprof_init_config(&c);
+}
+
+int memprof_start(void)
+{
+    return memprof__engine_start();
+}
+
+int memprof_stop(void)
+{
+    return memprof__engine_stop();
+}
+
+void memprof_shutdown(void)
+{
+    memprof__engine_shutdown();
+}
+
+int memprof_get_stats(memprof_stats *out)
+{
+    if (!out || out->size < FIELD_END(memprof_stats, state))
+        return -EINVAL;
+    memprof_stats s;
+    memset(&s, 0, sizeof s);
+    memprof__engine_stats(&s);
+    size_t n = out->size < sizeof s ? out->size : sizeof s;
+    s.size = out->size;
+    memcpy(out, &s, n);
+    return 0;
+}

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The public snapshot API: taking and freeing snapshots, their accessors, symbol
+ * resolution, and writing a snapshot to a file in one of the export formats (through a
+ * temporary file in the target directory that is renamed into place).
+ */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/engine.h"
+#include "core/snapshot.h"
+#include "export/export.h"
+#include "memprof/memprof.h"
+#include "resolve/symbols.h"
+
+#define FIELD_END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+
+int memprof_get_snapshot(memprof_snapshot **out)
+{
+    if (!out)
+        return -EINVAL;
+    uint8_t g = memprof__guard_enter();
+    int rc = memprof__snapshot_take(out);
+    memprof__guard_leave(g);
+    return rc;
+}
+
+void memprof_free_snapshot(memprof_snapshot *snapshot)
+{
+    memprof__snapshot_free(snapshot);
+}
+
+size_t memprof_snapshot_live_samples(const memprof_snapshot *snapshot)
+{
+    return snapshot ? snapshot->nsamples : 0;
+}
+
+uint64_t memprof_snapshot_estimated_bytes(const memprof_snapshot *snapshot)
+{
+    return snapshot ? memprof__est_round(snapshot->total.bytes) : 0;
+}
+
+int memprof_snapshot_estimate(const memprof_snapshot *snapshot, memprof_estimate *out)
+{
+    if (!snapshot || !out || out->size < FIELD_END(memprof_estimate, bytes))
+        return -EINVAL;
+    const struct memprof_est *t = &snapshot->total;
+    memprof_estimate e = {.size = out->size,
+                          .live_samples = snapshot->nsamples,
+                          .bytes = memprof__est_round(t->bytes),
+                          .count = memprof__est_round(t->count),
+                          .sampling_rate = snapshot->rate,
+                          .timestamp_ns = snapshot->timestamp_ns,
+                          .low_confidence = snapshot->nsamples < 100};
+    memprof__est_interval(t->bytes, t->bytes_var, &e.bytes_low, &e.bytes_high);
+    memprof__est_interval(t->count, t->count_var, &e.count_low, &e.count_high);
+    memcpy(out, &e, out->size < sizeof e ? out->size : sizeof e);
+    return 0;
+}
+
+int memprof_resolve_symbols(void)
+{
+    int rc = memprof__engine_readable();
+    if (rc)
+        return rc;
+    uint8_t g = memprof__guard_enter();
+    struct memprof_stacktab *st = &memprof__engine.st;
+    uint64_t n = memprof__st_nids(st);
+    int resolved = 0;
+    for (uint64_t id = 0; id < n; id++) {
+        struct memprof_stack *s = memprof__st_get(st, (uint32_t)id);
+        if (!s)
+            continue;
+        const uintptr_t *frames = memprof__st_frames(st, s);
+        for (unsigned i = 0; i < s->depth; i++) {
+            struct memprof_frame_info fi;
+            if (memprof__sym_lookup(frames[i], &fi) && resolved < INT32_MAX)
+                resolved++;
+        }
+    }
+    memprof__guard_leave(g);
+    return resolved;
+}
+
+/* ---- writing ------------------------------------------------------------------------------- */
+
+static int has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static memprof_format format_from_path(const char *path)
+{
+    if (has_suffix(path, ".pb.gz") || has_suffix(path, ".pprof"))
+        return MEMPROF_FORMAT_PPROF;
+    if (has_suffix(path, ".json"))
+        return MEMPROF_FORMAT_SPEEDSCOPE;
+    if (has_suffix(path, ".folded") || has_suffix(path, ".collapsed"))
+        return MEMPROF_FORMAT_COLLAPSED;
+    if (has_suffix(path, ".html") || has_suffix(path, ".htm"))
+        return MEMPROF_FORMAT_HTML;
+    return MEMPROF_FORMAT_TEXT;
+}
+
+static int write_format(const memprof_snapshot *s, memprof_format format, FILE *out)
+{
+    switch (format) {
+    case MEMPROF_FORMAT_TEXT:
+        return memprof__export_text(s, out, 20);
+    case MEMPROF_FORMAT_COLLAPSED:
+        return memprof__export_collapsed(s, out);
+    default:
+        return -ENOTSUP;
+    }
+}
+
+int memprof_snapshot_write(const memprof_snapshot *snapshot, const char *path,
+                           memprof_format format)
+{
+    if (!snapshot || !path || !*path || (unsigned)format > MEMPROF_FORMAT_HTML)
+        return -EINVAL;
+    if (format == MEMPROF_FORMAT_AUTO)
+        format = format_from_path(path);
+    if (format != MEMPROF_FORMAT_TEXT && format != MEMPROF_FORMAT_COLLAPSED)
+        return -ENOTSUP;
+    uint8_t g = memprof__guard_enter();
+    int rc = 0;
+    size_t n = strlen(path);
+    char *tmp = malloc(n + 16);
+    if (!tmp) {
+        memprof__guard_leave(g);
+        return -ENOMEM;
+    }
+    /* Same directory as the target so rename() is atomic; mkstemp creates it 0600 with
+     * O_EXCL, so an attacker's pre-planted name or symlink is never opened. rename() then
+     * replaces a symlink at `path` itself instead of following it. */
+    snprintf(tmp, n + 16, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        rc = -errno;
+        if (fd >= 0)
+            close(fd);
+    } else {
+        rc = write_format(snapshot, format, f);
+        if (fflush(f) != 0 && rc == 0)
+            rc = -errno;
+        if (fclose(f) != 0 && rc == 0)
+            rc = -errno;
+        if (rc == -1)
+            rc = -EIO;
+        if (rc == 0 && rename(tmp, path) != 0)
+            rc = -errno;
+        if (rc != 0)
+            unlink(tmp);
+    }
+    free(tmp);
+    memprof__guard_leave(g);
+    return rc;
+}

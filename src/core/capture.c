@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Frame-pointer stack walking bounded by the thread's stack (see capture.h), and the
+ * registry of the profiler's own code ranges skipped at the leaf end.
+ */
+#include "core/capture.h"
+
+#include <stddef.h>
+
+#include "common/compiler.h"
+#include "core/platform.h"
+
+#define MAX_OWN_RANGES 8
+
+static struct {
+    uintptr_t lo, hi;
+} own_ranges[MAX_OWN_RANGES];
+static unsigned n_own_ranges;
+
+void memprof__capture_add_own_range(uintptr_t lo, uintptr_t hi)
+{
+    for (unsigned i = 0; i < n_own_ranges; i++)
+        if (own_ranges[i].lo == lo && own_ranges[i].hi == hi)
+            return;
+    if (n_own_ranges < MAX_OWN_RANGES) {
+        own_ranges[n_own_ranges].lo = lo;
+        own_ranges[n_own_ranges].hi = hi;
+        n_own_ranges++;
+    }
+}
+
+void memprof__capture_add_own_object(const void *addr)
+{
+    uintptr_t lo, hi;
+    if (memprof__pf_text_range(addr, &lo, &hi) == 0)
+        memprof__capture_add_own_range(lo, hi);
+}
+
+static bool is_own(uintptr_t pc)
+{
+    for (unsigned i = 0; i < n_own_ranges; i++)
+        if (pc >= own_ranges[i].lo && pc < own_ranges[i].hi)
+            return true;
+    return false;
+}
+
+MEMPROF_NOINLINE unsigned memprof__capture_fp(uintptr_t *frames, unsigned max,
+                                              uintptr_t stack_top, bool *truncated)
+{
+    *truncated = false;
+    uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
+    uintptr_t lo = fp;
+    unsigned n = 0;
+    bool skipping = true;
+    /* A frame record is two words: [saved fp, return address]. */
+    while (fp >= lo && fp + 2 * sizeof(uintptr_t) <= stack_top && (fp & (sizeof(uintptr_t) - 1)) == 0) {
+        const uintptr_t *rec = (const uintptr_t *)fp;
+        uintptr_t ret = rec[1], next = rec[0];
+        if (ret == 0)
+            break;
+        if (skipping && is_own(ret)) {
+            /* still inside the profiler */
+        } else {
+            skipping = false;
+            if (n == max) {
+                *truncated = true;
+                break;
+            }
+            frames[n++] = ret;
+        }
+        if (next <= fp)
+            break;
+        fp = next;
+    }
+    return n;
+}

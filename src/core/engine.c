@@ -1,0 +1,344 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine: global state, the lifecycle state machine, the allocation and free cold
+ * paths, fork handling and statistics (the design is described in engine.h).
+ */
+#define _GNU_SOURCE
+#include "config.h"
+#include "core/engine.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "common/atomic.h"
+#include "core/capture.h"
+#include "core/estimate.h"
+#include "core/platform.h"
+
+/* An internal state between UNINITIALIZED and INITIALIZED while init maps the tables. */
+#define ENGINE_INITIALIZING 100
+
+struct memprof_engine memprof__engine;
+#define E memprof__engine
+
+/* ---- per-sample weights ------------------------------------------------------------------- */
+
+/* The rounded Horvitz-Thompson weights of one sample (estimate.h). Computed identically on
+ * insert and on free so incremental sums cancel exactly. */
+static void sample_weights(uint64_t size, uint64_t *bytes, uint64_t *count_fp16)
+{
+    double p = memprof__est_prob(size, E.rate);
+    *bytes = memprof__est_round((double)size / p);
+    *count_fp16 = memprof__est_round(65536.0 / p);
+}
+
+static void count_alloc(struct memprof_stack *s, uint64_t size, bool live)
+{
+    uint64_t wb, wc;
+    sample_weights(size, &wb, &wc);
+    memprof_atomic_add_relaxed(&s->alloc_samples, 1);
+    memprof_atomic_add_relaxed(&s->alloc_bytes, size);
+    memprof_atomic_add_relaxed(&s->alloc_est_bytes, wb);
+    memprof_atomic_add_relaxed(&s->alloc_est_count_fp16, wc);
+    if (live) {
+        memprof_atomic_add_relaxed(&s->live_samples, 1);
+        memprof_atomic_add_relaxed(&s->live_bytes, size);
+        memprof_atomic_add_relaxed(&E.live_est_bytes, (int64_t)wb);
+    }
+}
+
+static void count_free(const struct memprof_hm_entry *e)
+{
+    struct memprof_stack *s = memprof__st_get(&E.st, e->stack_id);
+    uint64_t wb, wc;
+    sample_weights(e->size, &wb, &wc);
+    if (s) {
+        memprof_atomic_sub_relaxed(&s->live_samples, 1);
+        memprof_atomic_sub_relaxed(&s->live_bytes, e->size);
+    }
+    memprof_atomic_sub_relaxed(&E.live_est_bytes, (int64_t)wb);
+}
+
+/* ---- recording ------------------------------------------------------------------------- */
+
+static void heapmap_keys(void *hm, void (*fn)(void *ctx, uint64_t key), void *ctx)
+{
+    memprof__hm_for_each_key(hm, fn, ctx);
+}
+
+static void maybe_rebuild_bloom(void)
+{
+    uint64_t live = memprof_atomic_load_relaxed(&E.hm.live);
+    if (memprof__bloom_should_rebuild(&E.bloom, live))
+        memprof__bloom_rebuild(&E.bloom, heapmap_keys, &E.hm, live);
+}
+
+/* Inserts a sample for `key` with a known stack (insert half of the cold path). */
+static bool insert(uint64_t key, uint64_t size, uint32_t stack_id, uint64_t ts)
+{
+    struct memprof_bloom_filter *seen[2];
+    memprof__bloom_add_begin(&E.bloom, key, seen);
+    struct memprof_hm_slot *slot = memprof__hm_reserve(&E.hm, key);
+    if (!slot)
+        return false; /* full: counted by the heap map */
+    memprof__bloom_add_end(&E.bloom, key, seen);
+    return memprof__hm_finalize(&E.hm, slot, stack_id, size, ts);
+}
+
+void memprof__record(uint64_t key, size_t size, const uintptr_t *frames, unsigned depth,
+                     bool truncated)
+{
+    memprof_atomic_add_relaxed(&E.total_samples, 1);
+    if (truncated)
+        memprof_atomic_add_relaxed(&E.truncated_stacks, 1);
+    uint32_t id = memprof__st_intern(&E.st, frames, depth, truncated);
+    struct memprof_stack *s = memprof__st_get(&E.st, id);
+    bool live = insert(key, size, id, memprof__pf_now_ns());
+    if (s)
+        count_alloc(s, size, live);
+    /* Checking every 256th sample keeps the (cheap) saturation test off most samples. */
+    if ((memprof_atomic_load_relaxed(&E.total_samples) & 255) == 0)
+        maybe_rebuild_bloom();
+}
+
+static void seed_thread(struct memprof_tls *t)
+{
+    uint64_t seq = memprof_atomic_add_relaxed(&E.thread_seq, 1);
+    uint64_t seed = E.seed ? E.seed + seq * 0x9E3779B97F4A7C15ull
+                           : memprof__pf_random() ^ (memprof__pf_thread_id() << 32) ^
+                                 ((uint64_t)getpid() << 48) ^ (uint64_t)(uintptr_t)t;
+    memprof__rng_seed(&t->rng, seed);
+    t->seeded = 1;
+}
+
+void memprof__alloc_slow(void *ptr, size_t size)
+{
+    struct memprof_tls *t = &memprof__tls;
+    if (t->guard) {
+        /* The profiler's own allocation on this thread: never sampled. Leave the countdown
+         * at 1 so the thread's next allocation is decided normally. */
+        t->countdown = 1;
+        memprof_atomic_add_relaxed(&E.reentrant_skips, 1);
+        return;
+    }
+    t->guard = 1;
+    /* A successful malloc must leave errno alone, even when this path made system calls
+     * (getrandom, /proc for the stack bounds) that set it. */
+    int saved_errno = errno;
+    if (!t->seeded)
+        seed_thread(t);
+    int state = memprof_atomic_load_acquire(&E.state);
+    uint64_t rate = E.rate ? E.rate : MEMPROF_DEFAULT_RATE;
+    if (state != MEMPROF_STATE_ACTIVE) {
+        t->countdown = memprof__sampler_draw(&t->rng, rate < MEMPROF_IDLE_INTERVAL
+                                                          ? rate : MEMPROF_IDLE_INTERVAL);
+        goto out;
+    }
+    uint32_t gen = memprof_atomic_load_relaxed(&E.generation);
+    if (t->generation != gen) {
+        /* The countdown was drawn for another state or rate: decide this allocation afresh
+         * (by memorylessness this is exactly a sample with probability p(size)). */
+        t->generation = gen;
+        int64_t c = memprof__sampler_draw(&t->rng, rate);
+        if ((uint64_t)c > size) {
+            t->countdown = c - (int64_t)size;
+            goto out;
+        }
+    }
+    t->countdown = memprof__sampler_draw(&t->rng, rate);
+    if (ptr && size) {
+        if (!t->stack_top)
+            t->stack_top = memprof__pf_stack_top();
+        uintptr_t frames[MEMPROF_STACK_MAX_DEPTH];
+        bool truncated;
+        unsigned depth = memprof__capture_fp(frames, E.max_frames, t->stack_top, &truncated);
+        memprof__record((uint64_t)(uintptr_t)ptr, size, frames, depth, truncated);
+    }
+out:
+    errno = saved_errno;
+    t->guard = 0;
+}
+
+void memprof__free_slow(void *ptr)
+{
+    struct memprof_hm_entry e;
+    if (memprof__hm_remove(&E.hm, (uint64_t)(uintptr_t)ptr, &e) == MEMPROF_HM_FOUND) {
+        memprof_atomic_add_relaxed(&E.freed_samples, 1);
+        count_free(&e);
+    }
+}
+
+bool memprof__take(void *ptr, struct memprof_hm_entry *out)
+{
+    if (!ptr || !memprof__bloom_maybe(&E.bloom, (uint64_t)(uintptr_t)ptr))
+        return false;
+    if (memprof__hm_remove(&E.hm, (uint64_t)(uintptr_t)ptr, out) != MEMPROF_HM_FOUND)
+        return false;
+    count_free(out);
+    return true;
+}
+
+void memprof__restore(const struct memprof_hm_entry *e)
+{
+    if (insert(e->key, e->size, e->stack_id, e->ts)) {
+        uint64_t wb, wc;
+        sample_weights(e->size, &wb, &wc);
+        struct memprof_stack *s = memprof__st_get(&E.st, e->stack_id);
+        if (s) {
+            memprof_atomic_add_relaxed(&s->live_samples, 1);
+            memprof_atomic_add_relaxed(&s->live_bytes, e->size);
+        }
+        memprof_atomic_add_relaxed(&E.live_est_bytes, (int64_t)wb);
+    }
+}
+
+/* ---- lifecycle ----------------------------------------------------------------------------- */
+
+static void atfork_child(void)
+{
+    /* Only the forking thread survives: give it a fresh random sequence (otherwise parent
+     * and child would sample identically) and drop what a vanished thread may have held. */
+    memprof__tls.seeded = 0;
+    memprof__tls.stack_top = 0;
+    memprof_atomic_store_relaxed(&E.bloom.rebuilding, 0);
+    memprof_atomic_store_relaxed(&E.bloom.pending, NULL);
+}
+
+int memprof__engine_init(const struct memprof_engine_config *cfg)
+{
+    int expected = MEMPROF_STATE_UNINITIALIZED;
+    if (!memprof_atomic_cas_seqcst(&E.state, &expected, ENGINE_INITIALIZING))
+        return expected == MEMPROF_STATE_SHUTDOWN ? -ESHUTDOWN : -EALREADY;
+    uint8_t g = memprof__guard_enter();
+    E.rate = cfg->rate;
+    E.max_frames = cfg->max_frames;
+    E.seed = cfg->seed;
+    E.log_fn = cfg->log_fn;
+    E.log_ctx = cfg->log_ctx;
+    int rc = memprof__hm_init(&E.hm, cfg->heap_map_capacity);
+    if (rc == 0 && (rc = memprof__bloom_init(&E.bloom, E.hm.capacity)) != 0)
+        memprof__hm_destroy(&E.hm);
+    if (rc == 0 && (rc = memprof__st_init(&E.st, cfg->max_stacks)) != 0) {
+        memprof__bloom_destroy(&E.bloom);
+        memprof__hm_destroy(&E.hm);
+    }
+    if (rc != 0) {
+        memprof_atomic_store_seqcst(&E.state, MEMPROF_STATE_UNINITIALIZED);
+        memprof__guard_leave(g);
+        return rc;
+    }
+    E.mapped_bytes = E.hm.nslots * sizeof(struct memprof_hm_slot) + E.bloom.nbits / 8 +
+                     E.st.max_stacks * sizeof(struct memprof_stack) +
+                     E.st.nbuckets * sizeof(uint32_t) + E.st.arena_cap * sizeof(uintptr_t);
+    memprof__engine_own_code((const void *)memprof__alloc_slow);
+    static _Atomic int atfork_done;
+    if (!atomic_exchange(&atfork_done, 1))
+        pthread_atfork(NULL, NULL, atfork_child);
+    memprof_atomic_store_seqcst(&E.state, MEMPROF_STATE_INITIALIZED);
+    memprof__guard_leave(g);
+    return 0;
+}
+
+static int transition(int from_a, int from_b, int to)
+{
+    int cur = memprof_atomic_load_seqcst(&E.state);
+    for (;;) {
+        if (cur == MEMPROF_STATE_UNINITIALIZED || cur == ENGINE_INITIALIZING)
+            return -ENOTCONN;
+        if (cur == MEMPROF_STATE_SHUTDOWN)
+            return -ESHUTDOWN;
+        if (cur != from_a && cur != from_b)
+            return -EBUSY;
+        if (memprof_atomic_cas_seqcst(&E.state, &cur, to)) {
+            memprof_atomic_add_relaxed(&E.generation, 1);
+            return 0;
+        }
+    }
+}
+
+int memprof__engine_start(void)
+{
+    /* Without a backend nothing would ever reach the engine; say so rather than pretend.
+     * (Wrong-state errors take precedence, so check the state first.) */
+    int st = memprof__engine_state();
+    if ((st == MEMPROF_STATE_INITIALIZED || st == MEMPROF_STATE_STOPPED) &&
+        memprof_atomic_load_acquire(&E.backends) == 0)
+        return -ENOTSUP;
+    return transition(MEMPROF_STATE_INITIALIZED, MEMPROF_STATE_STOPPED, MEMPROF_STATE_ACTIVE);
+}
+
+int memprof__engine_stop(void)
+{
+    return transition(MEMPROF_STATE_ACTIVE, MEMPROF_STATE_ACTIVE, MEMPROF_STATE_STOPPED);
+}
+
+void memprof__engine_shutdown(void)
+{
+    int cur = memprof_atomic_load_seqcst(&E.state);
+    while (cur != MEMPROF_STATE_UNINITIALIZED && cur != ENGINE_INITIALIZING &&
+           cur != MEMPROF_STATE_SHUTDOWN) {
+        if (memprof_atomic_cas_seqcst(&E.state, &cur, MEMPROF_STATE_SHUTDOWN)) {
+            memprof_atomic_add_relaxed(&E.generation, 1);
+            memprof__bloom_disable(&E.bloom);
+            return;
+        }
+    }
+}
+
+int memprof__engine_state(void)
+{
+    int st = memprof_atomic_load_acquire(&E.state);
+    return st == ENGINE_INITIALIZING ? MEMPROF_STATE_UNINITIALIZED : st;
+}
+
+int memprof__engine_readable(void)
+{
+    switch (memprof__engine_state()) {
+    case MEMPROF_STATE_UNINITIALIZED:
+        return -ENOTCONN;
+    case MEMPROF_STATE_SHUTDOWN:
+        return -ESHUTDOWN;
+    default:
+        return 0;
+    }
+}
+
+void memprof__backend_register(void)
+{
+    memprof_atomic_add_relaxed(&E.backends, 1);
+}
+
+void memprof__engine_own_code(const void *addr)
+{
+    memprof__capture_add_own_object(addr);
+}
+
+/* ---- statistics ---------------------------------------------------------------------------- */
+
+void memprof__engine_stats(memprof_stats *s)
+{
+    int st = memprof__engine_state();
+    s->state = (uint32_t)st;
+    if (st == MEMPROF_STATE_UNINITIALIZED)
+        return;
+    s->sampling_rate = E.rate;
+    s->total_samples = memprof_atomic_load_relaxed(&E.total_samples);
+    s->live_samples = memprof_atomic_load_relaxed(&E.hm.live);
+    s->freed_samples = memprof_atomic_load_relaxed(&E.freed_samples);
+    s->unique_stacks = memprof_atomic_load_relaxed(&E.st.published) - 1; /* not "overflow" */
+    int64_t est = memprof_atomic_load_relaxed(&E.live_est_bytes);
+    s->estimated_live_bytes = est > 0 ? (uint64_t)est : 0;
+    s->heap_map_capacity = E.hm.capacity;
+    s->heap_map_used = memprof__hm_used(&E.hm);
+    s->heap_map_full_drops = memprof_atomic_load_relaxed(&E.hm.full_drops);
+    s->stack_table_capacity = E.st.max_stacks;
+    s->stack_table_overflows = memprof_atomic_load_relaxed(&E.st.overflows);
+    s->bloom_rebuilds = memprof_atomic_load_relaxed(&E.bloom.rebuilds);
+    s->bloom_fill_permille = memprof__bloom_fill_permille(&E.bloom);
+    s->death_during_birth = memprof_atomic_load_relaxed(&E.hm.death_during_birth);
+    s->tombstones_reused = memprof_atomic_load_relaxed(&E.hm.tombstones_reused);
+    s->reentrant_skips = memprof_atomic_load_relaxed(&E.reentrant_skips);
+    s->truncated_stacks = memprof_atomic_load_relaxed(&E.truncated_stacks);
+    s->profiler_bytes = memprof_atomic_load_relaxed(&E.mapped_bytes);
+}

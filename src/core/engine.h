@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine: the one global profiler instance, its lifecycle state machine, and the entry
+ * points interposition backends call for every allocation and free.
+ *
+ * Lifecycle (spec section 9.2, with DESIGN.md's decisions):
+ *   UNINITIALIZED --init--> INITIALIZED --start--> ACTIVE <--stop/start--> STOPPED
+ *   any initialised state --shutdown--> SHUTDOWN (one-way)
+ * ACTIVE samples allocations and tracks frees; STOPPED tracks frees only, so blocks freed
+ * after stop leave the live set; SHUTDOWN disables the free path's filter and ignores all.
+ * Tables are never unmapped while hooks can run: a hook may be preempted anywhere.
+ *
+ * Backends call, for each successful allocation of `size` bytes at `ptr`:
+ *     if (memprof__sampler_charge(size)) memprof__alloc_slow(ptr, size);
+ * and before each real free: memprof__on_free(ptr). Both fast paths are inline: a TLS
+ * decrement and branch for malloc; a load of the filter pointer and one cache-line probe for
+ * free. Fork: a pthread_atfork child handler re-seeds the surviving thread and releases
+ * anything a vanished thread might have held (the Bloom rebuild try-lock).
+ */
+#ifndef MEMPROF_CORE_ENGINE_H
+#define MEMPROF_CORE_ENGINE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/compiler.h"
+#include "core/bloom.h"
+#include "core/heapmap.h"
+#include "core/sampler.h"
+#include "core/stacktab.h"
+#include "memprof/memprof.h"
+
+/* Mean of the countdown drawn while not sampling: the cold path then runs about once per
+ * this many bytes, and right after start at most about this many bytes per thread go
+ * unsampled before the first draw at the real rate. */
+#define MEMPROF_IDLE_INTERVAL (64u * 1024u)
+#define MEMPROF_MAX_RATE      ((uint64_t)1 << 40)
+#define MEMPROF_DEFAULT_FRAMES 64u
+
+struct memprof_engine {
+    /* Read by the free fast path on every free: keep it first and rarely written. */
+    struct memprof_bloom bloom;
+
+    _Atomic int state;            /* memprof_state, or ENGINE_INITIALIZING */
+    _Atomic uint32_t generation;  /* bumped by start, stop and shutdown */
+    uint64_t rate;                /* immutable after init */
+    uint32_t max_frames;
+    uint64_t seed;
+    _Atomic uint64_t thread_seq;  /* threads seeded so far (deterministic seeding) */
+    memprof_log_fn log_fn;
+    void *log_ctx;
+    _Atomic int backends;         /* interposition backends feeding this engine */
+
+    struct memprof_heapmap hm;
+    struct memprof_stacktab st;
+
+    _Atomic uint64_t total_samples;
+    _Atomic uint64_t freed_samples;
+    _Atomic uint64_t reentrant_skips;
+    _Atomic uint64_t truncated_stacks;
+    _Atomic uint64_t mapped_bytes;
+    /* Live estimate maintained incrementally: rounded weights added on insert and the same
+     * rounded weights subtracted on free, so it returns exactly to zero. */
+    _Atomic int64_t live_est_bytes;
+};
+
+extern MEMPROF_INTERNAL struct memprof_engine memprof__engine;
+
+/* ---- lifecycle (called by the API layer) ------------------------------------------------ */
+/* Validated configuration the engine is built from. */
+struct memprof_engine_config {
+    uint64_t rate, heap_map_capacity, max_stacks, seed;
+    uint32_t max_frames;
+    memprof_log_fn log_fn;
+    void *log_ctx;
+};
+MEMPROF_INTERNAL int memprof__engine_init(const struct memprof_engine_config *cfg);
+MEMPROF_INTERNAL int memprof__engine_start(void);
+MEMPROF_INTERNAL int memprof__engine_stop(void);
+MEMPROF_INTERNAL void memprof__engine_shutdown(void);
+/* The current memprof_state. */
+MEMPROF_INTERNAL int memprof__engine_state(void);
+/* 0 if the engine's tables may be read (initialised, not shut down), else -errno. */
+MEMPROF_INTERNAL int memprof__engine_readable(void);
+void memprof__engine_stats(memprof_stats *out);
+
+/* A backend announces itself before it feeds the engine (start needs one). */
+MEMPROF_INTERNAL void memprof__backend_register(void);
+/* Marks the object containing `addr` as profiler code, skipped at the leaf end of stacks. */
+MEMPROF_INTERNAL void memprof__engine_own_code(const void *addr);
+
+/* Sets the calling thread's re-entrancy guard; returns the previous value for
+ * memprof__guard_leave(). Everything the API does on a user thread runs under it, so the
+ * profiler's own allocations are never sampled. */
+static inline uint8_t memprof__guard_enter(void)
+{
+    uint8_t old = memprof__tls.guard;
+    memprof__tls.guard = 1;
+    return old;
+}
+static inline void memprof__guard_leave(uint8_t old)
+{
+    memprof__tls.guard = old;
+}
+
+/* ---- hot-path entry points (called by backends) ----------------------------------------- */
+/* The allocation cold path: the countdown ran out on this allocation (ptr may be NULL if
+ * the real allocator failed; then nothing is recorded). */
+MEMPROF_INTERNAL MEMPROF_COLD void memprof__alloc_slow(void *ptr, size_t size);
+/* The free cold path: the Bloom filter says ptr may be sampled. */
+MEMPROF_INTERNAL MEMPROF_COLD void memprof__free_slow(void *ptr);
+
+MEMPROF_INLINE void memprof__on_alloc(void *ptr, size_t size)
+{
+    if (memprof__sampler_charge(size))
+        memprof__alloc_slow(ptr, size);
+}
+
+MEMPROF_INLINE void memprof__on_free(void *ptr)
+{
+    if (ptr && memprof__bloom_maybe(&memprof__engine.bloom, (uint64_t)(uintptr_t)ptr))
+        memprof__free_slow(ptr);
+}
+
+/* realloc support: removes ptr's sample (if any) before the real realloc and hands it
+ * back, so a failed realloc can put it back with memprof__restore(). Returns true if a
+ * sample was taken out. */
+MEMPROF_INTERNAL bool memprof__take(void *ptr, struct memprof_hm_entry *out);
+MEMPROF_INTERNAL void memprof__restore(const struct memprof_hm_entry *e);
+
+/* Records a sample of `size` bytes at `ptr` with the given stack: the part of the cold path
+ * after capture. Exposed for tests and for manual reporting. */
+void memprof__record(uint64_t key, size_t size, const uintptr_t *frames, unsigned depth,
+                     bool truncated);
+
+#endif

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine's only door to the operating system: anonymous memory, time, randomness,
+ * thread identity and stack bounds. Everything platform-specific in src/core/ goes through
+ * these few functions (implemented in platform_linux.c), so the data structures stay
+ * portable and a test can see exactly what the core asks of the system.
+ */
+#ifndef MEMPROF_CORE_PLATFORM_H
+#define MEMPROF_CORE_PLATFORM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Reserves `size` bytes of zeroed, readable and writable anonymous memory. Pages are
+ * committed lazily by the kernel as they are first touched, so a large reservation costs
+ * address space, not RSS. Returns NULL on failure. Never calls malloc. */
+void *memprof__pf_map(size_t size);
+/* Returns memory from memprof__pf_map(). Only for memory no other thread can still read. */
+void memprof__pf_unmap(void *p, size_t size);
+/* 64 bits from getrandom(), falling back to time and addresses if it is unavailable. */
+uint64_t memprof__pf_random(void);
+/* CLOCK_MONOTONIC in nanoseconds. Async-signal-safe. */
+uint64_t memprof__pf_now_ns(void);
+/* The kernel thread id of the caller. */
+uint64_t memprof__pf_thread_id(void);
+/* The highest address (exclusive) of the calling thread's stack, 0 if unknown. May allocate
+ * and read /proc (main thread), so call it only with the re-entrancy guard set. */
+uintptr_t memprof__pf_stack_top(void);
+/* The executable address range [*lo, *hi) of the loaded object that contains `addr`
+ * (the span of its executable PT_LOAD segments). Returns 0 or -ENOENT. Takes the loader
+ * lock: not for hooks. */
+int memprof__pf_text_range(const void *addr, uintptr_t *lo, uintptr_t *hi);
+
+#endif

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-thread Poisson sampler: the thread-local state and the inline fast path that every
+ * allocation runs.
+ *
+ * Sampling is a Poisson process over allocated bytes with mean interval R (the sampling
+ * rate). Each thread keeps a signed countdown C of bytes to the next sample point, drawn as
+ * floor(Exp(R)) + 1. An allocation of s bytes subtracts s; it is sampled when the countdown
+ * reaches zero or below, i.e. when C <= s, which happens with probability
+ * p(s) = 1 - exp(-s / R) exactly for integer s. After a sample a fresh countdown is drawn;
+ * after a miss the remainder C - s is again exponential (memorylessness), so allocations are
+ * sampled independently and a sample of size s stands for s / p(s) bytes and 1 / p(s)
+ * allocations (the Horvitz-Thompson weights; see estimate.h). This is the geometric
+ * interval of jemalloc's prof_sample and tcmalloc's sampler, cf. Devroye, "Non-Uniform
+ * Random Variate Generation" (1986), ch. 2.
+ *
+ * The fast path is one TLS decrement and one well-predicted branch: no atomics, no global
+ * loads. Anything else (seeding, state checks, rate changes) happens in the cold path.
+ */
+#ifndef MEMPROF_CORE_SAMPLER_H
+#define MEMPROF_CORE_SAMPLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/compiler.h"
+
+/* xorshift128+ state (Vigna, "Further scramblings of Marsaglia's xorshift generators"). */
+struct memprof_rng {
+    uint64_t s[2];
+};
+
+/* Thread-local state. Kept small (initial-exec TLS is scarce when the library is dlopen'ed):
+ * no frame buffers here, those live on the cold path's stack. Zero-initialised, which makes
+ * a new thread's first allocation take the cold path, where the thread is seeded. */
+struct memprof_tls {
+    int64_t countdown;    /* bytes until the next sample point; <= 0 means "take the cold path" */
+    struct memprof_rng rng;
+    uintptr_t stack_top;  /* exclusive upper bound of this thread's stack, 0 = not yet known */
+    uint32_t generation;  /* engine generation the countdown was drawn for */
+    uint8_t guard;        /* set while profiler code runs on this thread (re-entrancy) */
+    uint8_t seeded;       /* rng has been seeded (cleared in a fork child) */
+};
+
+/* initial-exec: a __tls_get_addr call could itself allocate and recurse into the hooks. */
+extern MEMPROF_INTERNAL __thread struct memprof_tls memprof__tls
+    __attribute__((tls_model("initial-exec")));
+
+/* Seeds a generator; two equal seeds give equal sequences. A zero seed is remapped, since
+ * xorshift128+ must not start from the all-zero state. */
+void memprof__rng_seed(struct memprof_rng *rng, uint64_t seed);
+/* Next 64 random bits. */
+uint64_t memprof__rng_next(struct memprof_rng *rng);
+/* A countdown for mean interval `mean` bytes: floor(Exp(mean)) + 1, always >= 1. */
+int64_t memprof__sampler_draw(struct memprof_rng *rng, uint64_t mean);
+
+/* The allocation fast path: charges `size` bytes to the calling thread and says whether
+ * the cold path (memprof__alloc_slow) must run for this allocation. */
+MEMPROF_INLINE bool memprof__sampler_charge(size_t size)
+{
+    /* Sizes above INT64_MAX cannot be allocated; saturating keeps the countdown from
+     * wrapping (it is always >= 1 here, so the subtraction cannot overflow). */
+    int64_t s = (int64_t)size < 0 ? INT64_MAX : (int64_t)size;
+    return MEMPROF_UNLIKELY((memprof__tls.countdown -= s) <= 0);
+}
+
+#endif

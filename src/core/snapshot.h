@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Snapshots: an immutable copy of the live samples, aggregated per call stack, with the
+ * whole-heap and per-site estimates. Built by the core without symbols; the resolve and
+ * export layers read it. Memory comes from mmap, never from the hooked allocator.
+ *
+ * Stack records are not copied: they live in the engine's stack table, which is never
+ * unmapped and whose published records never change except for their counters, so a
+ * snapshot refers to them by id for as long as the process lives.
+ */
+#ifndef MEMPROF_CORE_SNAPSHOT_H
+#define MEMPROF_CORE_SNAPSHOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/estimate.h"
+#include "core/stacktab.h"
+
+struct memprof_snap_sample {
+    uint64_t size;
+    uint64_t ts;
+    uint32_t stack_id;
+};
+
+/* One call stack that has live samples or allocated anything. */
+struct memprof_snap_site {
+    uint32_t stack_id;
+    struct memprof_est live;      /* from the live samples in this snapshot */
+    uint64_t alloc_samples;       /* cumulative, from the stack's counters */
+    uint64_t alloc_est_bytes;
+    uint64_t alloc_est_count;
+};
+
+struct memprof_snapshot {
+    size_t map_bytes;             /* size of the mapping holding this struct and arrays */
+    uint64_t rate;
+    uint64_t timestamp_ns;
+    struct memprof_stacktab *stacks;
+    struct memprof_est total;
+    size_t nsamples;
+    struct memprof_snap_sample *samples;
+    size_t nsites;
+    struct memprof_snap_site *sites; /* sorted by live estimated bytes, largest first */
+    /* Health at snapshot time. */
+    uint64_t truncated_stacks, heap_map_full_drops, stack_table_overflows;
+};
+
+/* Builds a snapshot of the engine. Returns 0, -ENOTCONN, -ESHUTDOWN or -ENOMEM. */
+int memprof__snapshot_take(struct memprof_snapshot **out);
+void memprof__snapshot_free(struct memprof_snapshot *s);
+/* The frames of a site (leaf first) and their count. */
+const uintptr_t *memprof__snapshot_site_frames(const struct memprof_snapshot *s,
+                                               const struct memprof_snap_site *site,
+                                               unsigned *depth);
+
+#endif

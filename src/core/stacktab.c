@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Lock-free interning of call stacks into stable ids (protocol in stacktab.h).
+ */
+#include "core/stacktab.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "common/atomic.h"
+#include "core/hash.h"
+#include "core/platform.h"
+
+/* Average frames per stack the arena is sized for; deeper stacks just fill it sooner. */
+#define ARENA_FRAMES_PER_STACK 32
+
+int memprof__st_init(struct memprof_stacktab *st, size_t max_stacks)
+{
+    size_t nbuckets = 1024;
+    /* Chains average at most 16 records when the table is full. */
+    while (nbuckets * 16 < max_stacks)
+        nbuckets <<= 1;
+    *st = (struct memprof_stacktab){.max_stacks = max_stacks, .nbuckets = nbuckets,
+                                    .arena_cap = max_stacks * ARENA_FRAMES_PER_STACK};
+    st->recs = memprof__pf_map(max_stacks * sizeof *st->recs);
+    st->buckets = memprof__pf_map(nbuckets * sizeof *st->buckets);
+    st->arena = memprof__pf_map(st->arena_cap * sizeof *st->arena);
+    if (!st->recs || !st->buckets || !st->arena) {
+        memprof__st_destroy(st);
+        return -ENOMEM;
+    }
+    /* Id 0: the overflow stack, empty and published from the start. */
+    st->recs[0].flags = MEMPROF_STACK_PUBLISHED | MEMPROF_STACK_OVERFLOW;
+    st->nids = 1;
+    st->published = 1;
+    return 0;
+}
+
+void memprof__st_destroy(struct memprof_stacktab *st)
+{
+    memprof__pf_unmap(st->recs, st->max_stacks * sizeof *st->recs);
+    memprof__pf_unmap((void *)st->buckets, st->nbuckets * sizeof *st->buckets);
+    memprof__pf_unmap(st->arena, st->arena_cap * sizeof *st->arena);
+    st->recs = NULL;
+    st->buckets = NULL;
+    st->arena = NULL;
+}
+
+uint64_t memprof__st_hash(const uintptr_t *frames, unsigned depth)
+{
+    uint64_t h = 0x243F6A8885A308D3ull ^ depth;
+    for (unsigned i = 0; i < depth; i++)
+        h = memprof__mix64(h ^ (uint64_t)frames[i]) + i;
+    return h;
+}
+
+static bool same_stack(const struct memprof_stacktab *st, const struct memprof_stack *s,
+                       uint64_t hash, const uintptr_t *frames, unsigned depth)
+{
+    return s->hash == hash && s->depth == depth &&
+           memcmp(memprof__st_frames(st, s), frames, depth * sizeof *frames) == 0;
+}
+
+/* Marks a linked record published. Any thread that reaches a record through a bucket chain
+ * knows it is linked, so the first one to get there (its creator or a finder) sets the flag;
+ * whoever flips it counts it. */
+static void publish(struct memprof_stacktab *st, struct memprof_stack *s)
+{
+    if (memprof_atomic_load_acquire(&s->flags) & MEMPROF_STACK_PUBLISHED)
+        return;
+    uint16_t old = atomic_fetch_or_explicit(&s->flags, MEMPROF_STACK_PUBLISHED,
+                                            memory_order_acq_rel);
+    if (!(old & MEMPROF_STACK_PUBLISHED))
+        memprof_atomic_add_relaxed(&st->published, 1);
+}
+
+/* Searches the chain from `from` (an id + 1) up to, not including, `until`. */
+static uint32_t find_in_chain(struct memprof_stacktab *st, uint32_t from, uint32_t until,
+                              uint64_t hash, const uintptr_t *frames, unsigned depth)
+{
+    for (uint32_t link = from; link != until && link != 0;) {
+        struct memprof_stack *s = &st->recs[link - 1];
+        if (same_stack(st, s, hash, frames, depth)) {
+            publish(st, s);
+            return link;
+        }
+        link = memprof_atomic_load_acquire(&s->next);
+    }
+    return 0;
+}
+
+static uint32_t overflow(struct memprof_stacktab *st)
+{
+    memprof_atomic_add_relaxed(&st->overflows, 1);
+    return MEMPROF_STACK_OVERFLOW_ID;
+}
+
+uint32_t memprof__st_intern(struct memprof_stacktab *st, const uintptr_t *frames, unsigned depth,
+                            bool truncated)
+{
+    if (depth > MEMPROF_STACK_MAX_DEPTH)
+        depth = MEMPROF_STACK_MAX_DEPTH;
+    uint64_t hash = memprof__st_hash(frames, depth);
+    _Atomic uint32_t *bucket = &st->buckets[hash & (st->nbuckets - 1)];
+    uint32_t head = memprof_atomic_load_acquire(bucket);
+    uint32_t hit = find_in_chain(st, head, 0, hash, frames, depth);
+    if (hit)
+        return hit - 1;
+
+    uint64_t id = memprof_atomic_add_relaxed(&st->nids, 1);
+    if (id >= st->max_stacks)
+        return overflow(st);
+    uint64_t off = memprof_atomic_add_relaxed(&st->arena_used, depth);
+    if (off + depth > st->arena_cap)
+        return overflow(st); /* the id stays unpublished */
+    struct memprof_stack *s = &st->recs[id];
+    memcpy(st->arena + off, frames, depth * sizeof *frames);
+    s->hash = hash;
+    s->depth = (uint16_t)depth;
+    s->frames_off = off;
+    memprof_atomic_store_relaxed(&s->flags, truncated ? MEMPROF_STACK_TRUNCATED : 0);
+
+    uint32_t link = (uint32_t)id + 1;
+    for (;;) {
+        memprof_atomic_store_relaxed(&s->next, head);
+        uint32_t seen = head;
+        if (atomic_compare_exchange_strong_explicit(bucket, &head, link, memory_order_release,
+                                                    memory_order_acquire))
+            break;
+        /* Records pushed since we looked: the chain from the new head down to `seen`. */
+        hit = find_in_chain(st, head, seen, hash, frames, depth);
+        if (hit)
+            return hit - 1; /* another thread interned it first; ours stays unpublished */
+    }
+    publish(st, s);
+    return (uint32_t)id;
+}
+
+uint64_t memprof__st_nids(struct memprof_stacktab *st)
+{
+    uint64_t n = memprof_atomic_load_acquire(&st->nids);
+    return n < st->max_stacks ? n : st->max_stacks;
+}
+
+struct memprof_stack *memprof__st_get(struct memprof_stacktab *st, uint32_t id)
+{
+    if (id >= st->max_stacks)
+        return NULL;
+    struct memprof_stack *s = &st->recs[id];
+    return (memprof_atomic_load_acquire(&s->flags) & MEMPROF_STACK_PUBLISHED) ? s : NULL;
+}

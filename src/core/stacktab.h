@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The stack table: interns call stacks (arrays of return addresses) into dense ids that stay
+ * valid for the life of the process, and keeps per-stack sample counters.
+ *
+ * Structure. Records are appended to an array indexed by id; their frames go to an
+ * append-only frame arena; a bucket array of chain heads indexes them by hash. All three are
+ * reserved up front and touched as they fill, so memory grows with the number of distinct
+ * stacks. Records are never removed or moved.
+ *
+ * Lock-free interning (cold path only):
+ *   1. Walk the chain of the stack's bucket from its head (acquire); compare hash, depth
+ *      and frames. A hit returns the id.
+ *   2. Otherwise take a fresh id (fetch_add) and arena space, fill the record.
+ *   3. Link it: next := head; CAS bucket head -> id (release). On CAS failure, other
+ *      threads pushed records meanwhile: compare against just those (the chain only grows at
+ *      its head) and, on a match, abandon the new record (it is never published); otherwise
+ *      retry the CAS with the new head.
+ * A record is visible to readers once PUBLISHED is set. It is set, by the creator after its
+ * CAS or by any thread that finds the record in a chain (only linked records are reachable),
+ * whichever comes first, so a stack id handed to a sample is published before the sample is.
+ * No stack is ever interned twice and readers never see a half-written record.
+ *
+ * Id 0 is the "overflow" stack: samples whose stack could not be interned because the table
+ * or the arena is full are attributed to it and counted.
+ */
+#ifndef MEMPROF_CORE_STACKTAB_H
+#define MEMPROF_CORE_STACKTAB_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MEMPROF_STACK_OVERFLOW_ID 0u
+#define MEMPROF_STACK_PUBLISHED   0x1u
+#define MEMPROF_STACK_TRUNCATED   0x2u
+#define MEMPROF_STACK_OVERFLOW    0x4u
+#define MEMPROF_STACK_MAX_DEPTH   256u
+
+struct memprof_stack {
+    uint64_t hash;
+    _Atomic uint32_t next; /* id + 1 of the next record in the bucket chain, 0 = end */
+    uint16_t depth;
+    _Atomic uint16_t flags;
+    uint64_t frames_off; /* index into the frame arena */
+    /* Sampled (unweighted) counters, updated in cold paths. */
+    _Atomic uint64_t live_samples, live_bytes;
+    _Atomic uint64_t alloc_samples, alloc_bytes;
+    /* Weighted estimates of everything allocated from this stack (estimate.h): bytes
+     * rounded per sample, counts in 1/65536 units. */
+    _Atomic uint64_t alloc_est_bytes, alloc_est_count_fp16;
+};
+
+struct memprof_stacktab {
+    struct memprof_stack *recs;
+    size_t max_stacks;
+    _Atomic uint32_t *buckets;
+    size_t nbuckets;
+    uintptr_t *arena;
+    size_t arena_cap;
+    _Atomic uint64_t arena_used;
+    _Atomic uint64_t nids;      /* ids handed out (some may be abandoned) */
+    _Atomic uint64_t published; /* distinct stacks, the overflow stack included */
+    _Atomic uint64_t overflows; /* interns that fell back to the overflow stack */
+};
+
+/* Maps the table for up to max_stacks stacks. Returns 0 or -ENOMEM. */
+int memprof__st_init(struct memprof_stacktab *st, size_t max_stacks);
+/* Releases the mappings (tests only: ids and records must not be used afterwards). */
+void memprof__st_destroy(struct memprof_stacktab *st);
+/* Hash of a frame array (the one intern uses). */
+uint64_t memprof__st_hash(const uintptr_t *frames, unsigned depth);
+/* Interns a stack; returns its id, or MEMPROF_STACK_OVERFLOW_ID when full. */
+uint32_t memprof__st_intern(struct memprof_stacktab *st, const uintptr_t *frames, unsigned depth,
+                            bool truncated);
+/* Number of ids handed out so far; iterate 0..n and skip records for which
+ * memprof__st_get() returns NULL. */
+uint64_t memprof__st_nids(struct memprof_stacktab *st);
+/* A published record, or NULL for an unknown or unpublished id. */
+struct memprof_stack *memprof__st_get(struct memprof_stacktab *st, uint32_t id);
+/* The frames of a record (leaf first). */
+static inline const uintptr_t *memprof__st_frames(const struct memprof_stacktab *st,
+                                                  const struct memprof_stack *s)
+{
+    return st->arena + s->frames_off;
+}
+
+#endif

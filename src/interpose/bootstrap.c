@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The bootstrap heap used while the real allocator is being resolved (bootstrap.h).
+ * Each block is preceded by a 16-byte header holding its size, for realloc and
+ * malloc_usable_size. Memory is zero-initialised (static storage), so calloc needs nothing.
+ */
+#include "interpose/bootstrap.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define BOOTSTRAP_BYTES (64 * 1024)
+#define HEADER          16
+
+static _Alignas(4096) unsigned char heap[BOOTSTRAP_BYTES];
+static _Atomic size_t used;
+
+void *memprof__bootstrap_alloc(size_t n, size_t align)
+{
+    if (align < HEADER)
+        align = HEADER;
+    if (n > BOOTSTRAP_BYTES || align > BOOTSTRAP_BYTES / 4) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t need = (n + HEADER - 1) / HEADER * HEADER;
+    size_t cur = atomic_load(&used), start, end;
+    do {
+        start = (cur + HEADER + align - 1) & ~(align - 1); /* block start, header before it */
+        end = start + need;
+        if (end > BOOTSTRAP_BYTES) {
+            errno = ENOMEM;
+            return NULL;
+        }
+    } while (!atomic_compare_exchange_weak(&used, &cur, end));
+    *(size_t *)(heap + start - HEADER) = n;
+    return heap + start;
+}
+
+bool memprof__bootstrap_owns(const void *p)
+{
+    return (const unsigned char *)p >= heap && (const unsigned char *)p < heap + BOOTSTRAP_BYTES;
+}
+
+size_t memprof__bootstrap_size(const void *p)
+{
+    return *(const size_t *)((const unsigned char *)p - HEADER);
+}

@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The LD_PRELOAD backend: definitions of the C allocator entry points that forward to the
+ * next definition in the lookup order (glibc's, or another preloaded allocator's) and
+ * report each allocation and free to the engine.
+ *
+ * The real functions are found with dlsym(RTLD_NEXT) on first use. dlsym itself may
+ * allocate, so while resolution is in progress allocations are served from a small static
+ * bootstrap heap. If the real allocator cannot be found the process cannot continue:
+ * this is the one place that prints a message and aborts (the spec's fail-fast case).
+ *
+ * Every wrapper keeps the C semantics of the function it wraps: errno on failure, calloc
+ * and reallocarray overflow -> ENOMEM, alignment errors from the real allocator, realloc(NULL,
+ * n) = malloc(n), realloc(p, 0) as glibc's. The engine sees a realloc as the free of the old
+ * block and an allocation of the new size; a failed realloc keeps the old block's sample.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/engine.h"
+#include "interpose/bootstrap.h"
+#include "interpose/preload.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+static struct {
+    void *(*malloc)(size_t);
+    void (*free)(void *);
+    void *(*calloc)(size_t, size_t);
+    void *(*realloc)(void *, size_t);
+    int (*posix_memalign)(void **, size_t, size_t);
+    void *(*aligned_alloc)(size_t, size_t);
+    void *(*memalign)(size_t, size_t);
+    void *(*valloc)(size_t);
+    void *(*pvalloc)(size_t);
+    size_t (*malloc_usable_size)(void *);
+} real;
+
+/* 0 = not resolved, 1 = resolving (allocations go to the bootstrap heap), 2 = resolved. */
+static _Atomic int resolve_state;
+
+static void die(const char *what)
+{
+    static const char prefix[] = "memprof: cannot find the real allocator function ";
+    write(STDERR_FILENO, prefix, sizeof prefix - 1);
+    write(STDERR_FILENO, what, strlen(what));
+    write(STDERR_FILENO, "; aborting\n", 11);
+    abort();
+}
+
+static void *next(const char *name, int required)
+{
+    void *f = dlsym(RTLD_NEXT, name);
+    if (!f && required)
+        die(name);
+    return f;
+}
+
+/* Resolves the real functions once. Returns false while another thread is resolving (the
+ * caller then uses the bootstrap heap). */
+static bool resolve_real(void)
+{
+    int expected = 0;
+    if (atomic_load_explicit(&resolve_state, memory_order_acquire) == 2)
+        return true;
+    if (!atomic_compare_exchange_strong(&resolve_state, &expected, 1))
+        return expected == 2;
+    real.free = next("free", 1);
+    real.calloc = next("calloc", 1);
+    real.realloc = next("realloc", 1);
+    real.posix_memalign = next("posix_memalign", 1);
+    real.aligned_alloc = next("aligned_alloc", 1);
+    real.memalign = next("memalign", 1);
+    real.valloc = next("valloc", 1);
+    real.pvalloc = next("pvalloc", 0);
+    real.malloc_usable_size = next("malloc_usable_size", 1);
+    /* malloc last: the hooks test it to know that everything is resolved. */
+    void *(*m)(size_t) = next("malloc", 1);
+    atomic_store_explicit((_Atomic(void *(*)(size_t)) *)&real.malloc, m, memory_order_release);
+    atomic_store_explicit(&resolve_state, 2, memory_order_release);
+    return true;
+}
+
+#define READY() MEMPROF_LIKELY(real.malloc != NULL)
+
+__attribute__((constructor(101))) static void preload_init(void)
+{
+    resolve_real();
+    memprof__backend_register();
+    memprof__engine_own_code((const void *)preload_init);
+    memprof__preload_configure();
+}
+
+/* ---- the entry points ---------------------------------------------------------------- */
+
+EXPORT void *malloc(size_t n)
+{
+    if (!READY() && !resolve_real())
+        return memprof__bootstrap_alloc(n, 16);
+    void *p = real.malloc(n);
+    memprof__on_alloc(p, n);
+    return p;
+}
+
+EXPORT void free(void *p)
+{
+    if (!p || MEMPROF_UNLIKELY(memprof__bootstrap_owns(p)))
+        return;
+    if (MEMPROF_UNLIKELY(!real.free))
+        return; /* only bootstrap blocks can exist before resolution */
+    memprof__on_free(p);
+    real.free(p);
+}
+
+#if HAVE_FREE_SIZED
+EXPORT void free_sized(void *p, size_t n)
+{
+    (void)n;
+    free(p);
+}
+#endif
+
+EXPORT void *calloc(size_t n, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (!READY() && !resolve_real())
+        return memprof__bootstrap_alloc(total, 16); /* static storage: already zero */
+    void *p = real.calloc(n, size);
+    memprof__on_alloc(p, total);
+    return p;
+}
+
+/* realloc of a block from the bootstrap heap: move it to the real heap. */
+static void *realloc_bootstrap(void *old, size_t n)
+{
+    void *p = malloc(n);
+    if (p) {
+        size_t have = memprof__bootstrap_size(old);
+        memcpy(p, old, have < n ? have : n);
+    }
+    return p;
+}
+
+EXPORT void *realloc(void *old, size_t n)
+{
+    if (!old)
+        return malloc(n);
+    if (MEMPROF_UNLIKELY(memprof__bootstrap_owns(old)))
+        return realloc_bootstrap(old, n);
+    if (!READY())
+        resolve_real();
+    struct memprof_hm_entry taken;
+    bool had_sample = memprof__take(old, &taken);
+    void *p = real.realloc(old, n);
+    if (!p) {
+        /* n == 0: glibc freed the block. Otherwise the old block is intact: keep its
+         * sample. */
+        if (had_sample && n != 0)
+            memprof__restore(&taken);
+        return NULL;
+    }
+    memprof__on_alloc(p, n);
+    return p;
+}
+
+EXPORT void *reallocarray(void *old, size_t n, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return realloc(old, total);
+}
+
+EXPORT int posix_memalign(void **out, size_t align, size_t n)
+{
+    if (!READY() && !resolve_real()) {
+        if (align < sizeof(void *) || (align & (align - 1)))
+            return EINVAL;
+        void *p = memprof__bootstrap_alloc(n, align);
+        if (!p)
+            return ENOMEM;
+        *out = p;
+        return 0;
+    }
+    int rc = real.posix_memalign(out, align, n);
+    if (rc == 0)
+        memprof__on_alloc(*out, n);
+    return rc;
+}
+
+EXPORT void *aligned_alloc(size_t align, size_t n)
+{
+    if (!READY() && !resolve_real())
+        return memprof__bootstrap_alloc(n, align);
+    void *p = real.aligned_alloc(align, n);
+    memprof__on_alloc(p, n);
+    return p;
+}
+
+EXPORT void *memalign(size_t align, size_t n)
+{
+    if (!READY() && !resolve_real())
+        return memprof__bootstrap_alloc(n, align);
+    void *p = real.memalign(align, n);
+    memprof__on_alloc(p, n);
+    return p;
+}
+
+EXPORT void *valloc(size_t n)
+{
+    if (!READY() && !resolve_real())
+        return memprof__bootstrap_alloc(n, 4096);
+    void *p = real.valloc(n);
+    memprof__on_alloc(p, n);
+    return p;
+}
+
+EXPORT void *pvalloc(size_t n)
+{
+    if (!READY() && !resolve_real())
+        return memprof__bootstrap_alloc(n, 4096);
+    if (!real.pvalloc) {
+        /* The next allocator has no pvalloc: round up to whole pages ourselves. */
+        size_t page = (size_t)sysconf(_SC_PAGESIZE), total;
+        if (__builtin_add_overflow(n, page - 1, &total)) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        return valloc(total & ~(page - 1));
+    }
+    void *p = real.pvalloc(n);
+    memprof__on_alloc(p, n);
+    return p;
+}
+
+EXPORT size_t malloc_usable_size(void *p)
+{
+    if (!p)
+        return 0;
+    if (memprof__bootstrap_owns(p))
+        return memprof__bootstrap_size(p);
+    if (!READY())
+        resolve_real();
+    return real.malloc_usable_size(p);
+}
