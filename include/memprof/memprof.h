@@ -96,6 +96,16 @@ typedef enum memprof_log_level {
  */
 typedef void (*memprof_log_fn)(void *ctx, int level, const char *msg);
 
+/** @brief How native stacks are captured (memprof_config::unwinder, `MEMPROF_UNWIND`). */
+typedef enum memprof_unwinder {
+    MEMPROF_UNWIND_DEFAULT = 0, /**< DWARF if available, else frame pointers. */
+    MEMPROF_UNWIND_FP = 1,      /**< Frame-pointer walk: fastest (~40 ns), but stops at the first
+                                     function built without frame pointers (most of Debian's
+                                     libc and python3). */
+    MEMPROF_UNWIND_DWARF = 2    /**< DWARF unwind tables via libunwind (~250 ns for 20 frames):
+                                     complete stacks through code without frame pointers. */
+} memprof_unwinder;
+
 /**
  * @brief Engine configuration, read by memprof_init_config().
  *
@@ -117,6 +127,9 @@ typedef struct memprof_config {
                                (getrandom() mixed with thread and process identity). */
     memprof_log_fn log_fn; /**< Log callback; NULL = silent (the default). */
     void *log_ctx;         /**< Passed to log_fn. */
+    uint32_t unwinder;     /**< A memprof_unwinder; 0 = MEMPROF_UNWIND_DEFAULT (DWARF when
+                                built with libunwind, else frame pointers). */
+    uint32_t reserved0;    /**< Must be 0. */
 } memprof_config;
 
 /**
@@ -148,11 +161,13 @@ MEMPROF_API int memprof_init(uint64_t sampling_rate);
  * @brief **memprof_init_config()** initialises the engine from a configuration.
  * @param cfg the configuration, or NULL for the defaults.
  * @return as memprof_init(); `-EINVAL` if `cfg->size` is smaller than the first two fields,
- *         if a field is out of range, or if bytes beyond the known fields are non-zero.
+ *         if a field is out of range, or if bytes beyond the known fields are non-zero;
+ *         `-ENOTSUP` if MEMPROF_UNWIND_DWARF is asked for in a build without libunwind.
  *
  * Thread-safe as memprof_init(). @since 1.0
  */
 MEMPROF_API int memprof_init_config(const memprof_config *cfg);
+
 
 /**
  * @brief **memprof_start()** starts sampling allocations (INITIALIZED or STOPPED → ACTIVE).
@@ -256,6 +271,114 @@ typedef struct memprof_estimate {
  */
 MEMPROF_API int memprof_snapshot_estimate(const memprof_snapshot *snapshot, memprof_estimate *out);
 
+/** @brief One live sample of a snapshot (memprof_snapshot_sample()). */
+typedef struct memprof_sample_info {
+    size_t size;              /**< Set to sizeof(memprof_sample_info) before the call. */
+    uint64_t bytes;           /**< Exact size of the sampled allocation. */
+    uint64_t estimated_bytes; /**< Bytes this sample stands for: bytes / p(bytes). */
+    double estimated_count;   /**< Allocations this sample stands for: 1 / p(bytes). */
+    uint64_t timestamp_ns;    /**< CLOCK_MONOTONIC time of the allocation. */
+    uint32_t stack_id;        /**< Its call stack (memprof_snapshot_stack_depth()). */
+    uint32_t reserved;        /**< Zero. */
+} memprof_sample_info;
+
+/**
+ * @brief **memprof_snapshot_sample()** reads one live sample.
+ * @param snapshot a snapshot.
+ * @param index 0 .. memprof_snapshot_live_samples() - 1 (in no particular order).
+ * @param out filled up to `out->size` bytes.
+ * @return 0; `-EINVAL` for NULL arguments, a too small `out->size`, or an index out of range.
+ *         Thread-safe. @since 1.0
+ */
+MEMPROF_API int memprof_snapshot_sample(const memprof_snapshot *snapshot, size_t index,
+                                        memprof_sample_info *out);
+
+/** @brief A call site: one distinct stack and what it holds and has allocated. */
+typedef struct memprof_site_info {
+    size_t size;               /**< Set to sizeof(memprof_site_info) before the call. */
+    uint32_t stack_id;         /**< The site's stack (memprof_snapshot_stack_depth()). */
+    uint32_t reserved;         /**< Zero. */
+    uint64_t live_samples;     /**< Live samples from this stack. */
+    uint64_t live_bytes;       /**< Estimated live bytes. */
+    uint64_t live_bytes_low;   /**< Lower end of the 95 % interval of live_bytes. */
+    uint64_t live_bytes_high;  /**< Upper end of the 95 % interval of live_bytes. */
+    uint64_t live_count;       /**< Estimated live allocations. */
+    uint64_t alloc_samples;    /**< Samples ever taken from this stack (live or freed). */
+    uint64_t alloc_bytes;      /**< Estimated bytes ever allocated from this stack while
+                                    sampling was active. */
+    uint64_t alloc_count;      /**< Estimated allocations ever made from this stack. */
+} memprof_site_info;
+
+/**
+ * @brief **memprof_snapshot_site_count()** returns the number of call sites in a snapshot:
+ * every stack that has live samples or has allocated since init.
+ * @param snapshot a snapshot, or NULL (returns 0). Thread-safe. @since 1.0
+ */
+MEMPROF_API size_t memprof_snapshot_site_count(const memprof_snapshot *snapshot);
+
+/**
+ * @brief **memprof_snapshot_site()** reads a call site; sites are sorted by estimated live
+ * bytes, largest first (then by allocated bytes).
+ * @param snapshot a snapshot.
+ * @param index 0 .. memprof_snapshot_site_count() - 1.
+ * @param out filled up to `out->size` bytes.
+ * @return 0; `-EINVAL` for NULL arguments, a too small size or an index out of range.
+ *         Thread-safe. @since 1.0
+ */
+MEMPROF_API int memprof_snapshot_site(const memprof_snapshot *snapshot, size_t index,
+                                      memprof_site_info *out);
+
+/** @brief memprof_frame::flags: the frame was inlined into its caller (same address). */
+#define MEMPROF_FRAME_INLINED 0x1u
+/** @brief memprof_frame::flags: an interpreter frame from a runtime frame source. */
+#define MEMPROF_FRAME_RUNTIME 0x2u
+/** @brief memprof_frame::flags: no symbol was found (function is NULL). */
+#define MEMPROF_FRAME_UNRESOLVED 0x4u
+/** @brief memprof_frame::flags: the stack was cut at the maximum depth beyond this frame. */
+#define MEMPROF_FRAME_TRUNCATED 0x8u
+
+/** @brief One resolved frame of a stack (memprof_snapshot_frame()). */
+typedef struct memprof_frame {
+    size_t size;             /**< Set to sizeof(memprof_frame) before the call. */
+    const char *function;    /**< Function name (C++ demangled); NULL if unknown. */
+    const char *file;        /**< Source file; NULL if unknown. */
+    uint32_t line;           /**< Source line; 0 if unknown. */
+    uint32_t flags;          /**< MEMPROF_FRAME_* bits. */
+    const char *module;      /**< Path of the loaded object; NULL for runtime frames. */
+    uint64_t address;        /**< The return address (0 for runtime frames). */
+    uint64_t load_bias;      /**< The module's load bias: address - load_bias is the address
+                                  in the module's ELF file, for offline symbolization. */
+    const char *build_id;    /**< The module's GNU build id in hex, or NULL. */
+} memprof_frame;
+
+/**
+ * @brief **memprof_snapshot_stack_depth()** resolves a stack and returns its frame count.
+ *
+ * Frames are leaf first (the allocating function first, `main` last). Inlined functions
+ * are separate frames; interpreter frames from a registered frame source replace the
+ * interpreter's eval-loop frames. Resolution is cached per address for the process.
+ *
+ * @param snapshot a snapshot.
+ * @param stack_id a stack id from a sample or site of this snapshot.
+ * @return the number of frames (>= 0), `-EINVAL` for NULL or an unknown id, `-ENOMEM`.
+ *         Thread-safe. Not async-signal-safe; not callable from an allocation hook. @since 1.0
+ */
+MEMPROF_API int memprof_snapshot_stack_depth(const memprof_snapshot *snapshot,
+                                             uint32_t stack_id);
+
+/**
+ * @brief **memprof_snapshot_frame()** reads one resolved frame of a stack.
+ * @param snapshot a snapshot.
+ * @param stack_id a stack id from a sample or site.
+ * @param index 0 (leaf) .. memprof_snapshot_stack_depth() - 1 (root).
+ * @param out filled up to `out->size` bytes. Its strings stay valid until the snapshot is
+ *        freed.
+ * @return 0; `-EINVAL` for NULL arguments, an unknown id or an index out of range; `-ENOMEM`.
+ *         Thread-safe. @since 1.0
+ */
+MEMPROF_API int memprof_snapshot_frame(const memprof_snapshot *snapshot, uint32_t stack_id,
+                                       size_t index, memprof_frame *out);
+
 /** @brief Output formats of memprof_snapshot_write(). Values are never renumbered. */
 typedef enum memprof_format {
     MEMPROF_FORMAT_AUTO = 0,       /**< Chosen from the file name's extension (text if none). */
@@ -322,6 +445,18 @@ typedef struct memprof_stats {
                                        be walked further. */
     uint64_t profiler_bytes;      /**< Bytes the engine has mapped for its tables (address
                                        space reserved and touched lazily). */
+    uint32_t unwinder;            /**< The memprof_unwinder in use (FP or DWARF). */
+    uint32_t stack_depth_min;     /**< Fewest native frames in any sample (0 if none yet). */
+    uint64_t stack_depth_total;   /**< Native frames over all samples; divide by
+                                       total_samples for the average depth. */
+    uint64_t shallow_stacks;      /**< Samples with fewer than 4 native frames: usually an
+                                       unwinder stopped by code without frame pointers. */
+    uint64_t unwind_confidence_permille; /**< 1000 x the share of samples that are neither
+                                       shallow nor truncated: below ~900, stacks are
+                                       unreliable (try MEMPROF_UNWIND=dwarf). */
+    uint64_t resolved_addresses;  /**< Distinct code addresses symbolized so far. */
+    uint64_t unresolved_addresses; /**< Of those, addresses with no symbol at all (stripped,
+                                       JIT or unknown code); shown as module+0xoffset. */
 } memprof_stats;
 
 /**

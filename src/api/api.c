@@ -9,7 +9,9 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "core/capture.h"
 #include "core/engine.h"
+#include "resolve/symbols.h"
 #include "memprof/memprof.h"
 
 /* Reads the fields of a size-stamped input struct that the caller's `size` covers. */
@@ -103,14 +105,20 @@ int memprof_init_config(const memprof_config *cfg)
         c.max_frames = MEMPROF_DEFAULT_FRAMES;
     if (c.sampling_rate > MEMPROF_MAX_RATE || c.heap_map_capacity > ((uint64_t)1 << 34) ||
         c.max_stacks > MEMPROF_HM_MAX_STACK - 1 || c.max_stacks < 16 ||
-        c.max_frames > MEMPROF_STACK_MAX_DEPTH || c.flags != 0)
+        c.max_frames > MEMPROF_CAPTURE_MAX || c.flags != 0 || c.unwinder > MEMPROF_UNWIND_DWARF ||
+        c.reserved0 != 0)
         return -EINVAL;
+    if (c.unwinder == MEMPROF_UNWIND_DEFAULT)
+        c.unwinder = memprof__capture_have_dwarf() ? MEMPROF_UNWIND_DWARF : MEMPROF_UNWIND_FP;
+    else if (c.unwinder == MEMPROF_UNWIND_DWARF && !memprof__capture_have_dwarf())
+        return -ENOTSUP;
     struct memprof_engine_config ec = {
         .rate = c.sampling_rate,
         .heap_map_capacity = c.heap_map_capacity,
         .max_stacks = c.max_stacks,
         .seed = c.seed,
         .max_frames = c.max_frames,
+        .unwinder = c.unwinder,
         .log_fn = c.log_fn,
         .log_ctx = c.log_ctx,
     };
@@ -147,6 +155,8 @@ int memprof_get_stats(memprof_stats *out)
     memprof_stats s;
     memset(&s, 0, sizeof s);
     memprof__engine_stats(&s);
+    if (s.state != MEMPROF_STATE_UNINITIALIZED)
+        memprof__sym_counts(&s.resolved_addresses, &s.unresolved_addresses);
     size_t n = out->size < sizeof s ? out->size : sizeof s;
     s.size = out->size;
     memcpy(out, &s, n);

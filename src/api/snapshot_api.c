@@ -18,6 +18,7 @@
 #include "core/snapshot.h"
 #include "export/export.h"
 #include "memprof/memprof.h"
+#include "resolve/stacks.h"
 #include "resolve/symbols.h"
 
 #define FIELD_END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
@@ -71,22 +72,107 @@ int memprof_resolve_symbols(void)
     if (rc)
         return rc;
     uint8_t g = memprof__guard_enter();
+    uint64_t before, after, unresolved;
+    memprof__sym_counts(&before, &unresolved);
     struct memprof_stacktab *st = &memprof__engine.st;
     uint64_t n = memprof__st_nids(st);
-    int resolved = 0;
-    for (uint64_t id = 0; id < n; id++) {
-        struct memprof_stack *s = memprof__st_get(st, (uint32_t)id);
-        if (!s)
-            continue;
-        const uintptr_t *frames = memprof__st_frames(st, s);
-        for (unsigned i = 0; i < s->depth; i++) {
-            struct memprof_frame_info fi;
-            if (memprof__sym_lookup(frames[i], &fi) && resolved < INT32_MAX)
-                resolved++;
-        }
-    }
+    for (uint64_t id = 0; id < n; id++)
+        memprof__resolve_stack(st, (uint32_t)id);
+    memprof__sym_counts(&after, &unresolved);
     memprof__guard_leave(g);
-    return resolved;
+    return after - before > INT32_MAX ? INT32_MAX : (int)(after - before);
+}
+
+int memprof_snapshot_sample(const memprof_snapshot *snapshot, size_t index,
+                            memprof_sample_info *out)
+{
+    if (!snapshot || !out || out->size < FIELD_END(memprof_sample_info, bytes) ||
+        index >= snapshot->nsamples)
+        return -EINVAL;
+    const struct memprof_snap_sample *smp = &snapshot->samples[index];
+    double p = memprof__est_prob(smp->size, snapshot->rate);
+    memprof_sample_info info = {
+        .size = out->size,
+        .bytes = smp->size,
+        .estimated_bytes = memprof__est_round((double)smp->size / p),
+        .estimated_count = 1.0 / p,
+        .timestamp_ns = smp->ts,
+        .stack_id = smp->stack_id,
+    };
+    memcpy(out, &info, out->size < sizeof info ? out->size : sizeof info);
+    return 0;
+}
+
+size_t memprof_snapshot_site_count(const memprof_snapshot *snapshot)
+{
+    return snapshot ? snapshot->nsites : 0;
+}
+
+int memprof_snapshot_site(const memprof_snapshot *snapshot, size_t index, memprof_site_info *out)
+{
+    if (!snapshot || !out || out->size < FIELD_END(memprof_site_info, stack_id) ||
+        index >= snapshot->nsites)
+        return -EINVAL;
+    const struct memprof_snap_site *site = &snapshot->sites[index];
+    memprof_site_info info = {
+        .size = out->size,
+        .stack_id = site->stack_id,
+        .live_samples = site->live.samples,
+        .live_bytes = memprof__est_round(site->live.bytes),
+        .live_count = memprof__est_round(site->live.count),
+        .alloc_samples = site->alloc_samples,
+        .alloc_bytes = site->alloc_est_bytes,
+        .alloc_count = site->alloc_est_count,
+    };
+    memprof__est_interval(site->live.bytes, site->live.bytes_var, &info.live_bytes_low,
+                          &info.live_bytes_high);
+    memcpy(out, &info, out->size < sizeof info ? out->size : sizeof info);
+    return 0;
+}
+
+/* Resolves a stack of the snapshot under the caller's re-entrancy guard. */
+static const struct memprof_rstack *snapshot_stack(const memprof_snapshot *snapshot,
+                                                   uint32_t stack_id)
+{
+    uint8_t g = memprof__guard_enter();
+    const struct memprof_rstack *r = memprof__resolve_stack(snapshot->stacks, stack_id);
+    memprof__guard_leave(g);
+    return r;
+}
+
+int memprof_snapshot_stack_depth(const memprof_snapshot *snapshot, uint32_t stack_id)
+{
+    if (!snapshot || !memprof__st_get(snapshot->stacks, stack_id))
+        return -EINVAL;
+    const struct memprof_rstack *r = snapshot_stack(snapshot, stack_id);
+    return r ? (int)r->n : -ENOMEM;
+}
+
+int memprof_snapshot_frame(const memprof_snapshot *snapshot, uint32_t stack_id, size_t index,
+                           memprof_frame *out)
+{
+    if (!snapshot || !out || out->size < FIELD_END(memprof_frame, function) ||
+        !memprof__st_get(snapshot->stacks, stack_id))
+        return -EINVAL;
+    const struct memprof_rstack *r = snapshot_stack(snapshot, stack_id);
+    if (!r)
+        return -ENOMEM;
+    if (index >= r->n)
+        return -EINVAL;
+    const struct memprof_rframe *f = &r->frames[index];
+    memprof_frame fr = {
+        .size = out->size,
+        .function = f->function,
+        .file = f->file,
+        .line = f->line,
+        .flags = f->flags,
+        .module = f->module,
+        .address = f->address,
+        .load_bias = f->load_bias,
+        .build_id = f->build_id,
+    };
+    memcpy(out, &fr, out->size < sizeof fr ? out->size : sizeof fr);
+    return 0;
 }
 
 /* ---- writing ------------------------------------------------------------------------------- */

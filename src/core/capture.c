@@ -3,9 +3,14 @@
  * Frame-pointer stack walking bounded by the thread's stack (see capture.h), and the
  * registry of the profiler's own code ranges skipped at the leaf end.
  */
+#include "config.h"
 #include "core/capture.h"
 
 #include <stddef.h>
+#if HAVE_LIBUNWIND
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#endif
 
 #include "common/compiler.h"
 #include "core/platform.h"
@@ -73,4 +78,54 @@ MEMPROF_NOINLINE unsigned memprof__capture_fp(uintptr_t *frames, unsigned max,
         fp = next;
     }
     return n;
+}
+
+bool memprof__capture_have_dwarf(void)
+{
+    return HAVE_LIBUNWIND;
+}
+
+#if HAVE_LIBUNWIND
+/* Profiler frames at the leaf end: this function, the engine's cold path, the backend's
+ * hook, and possibly a wrapper or two. */
+#define OWN_FRAMES_MARGIN 8
+
+static MEMPROF_NOINLINE unsigned capture_dwarf(uintptr_t *frames, unsigned max, bool *truncated)
+{
+    void *buf[MEMPROF_CAPTURE_MAX + OWN_FRAMES_MARGIN + 1];
+    int want = (int)max + OWN_FRAMES_MARGIN + 1;
+    int got = unw_backtrace(buf, want);
+    int i = 0;
+    while (i < got && is_own((uintptr_t)buf[i]))
+        i++;
+    unsigned n = 0;
+    for (; i < got && n < max; i++)
+        frames[n++] = (uintptr_t)buf[i];
+    /* More frames than fit, or the buffer ran full (there may be more beyond it). */
+    *truncated = i < got || got == want;
+    return n;
+}
+#endif
+
+void memprof__capture_warm_up(void)
+{
+#if HAVE_LIBUNWIND
+    uintptr_t frames[8];
+    bool truncated;
+    capture_dwarf(frames, 8, &truncated);
+#endif
+}
+
+unsigned memprof__capture(enum memprof_unwinder how, uintptr_t *frames, unsigned max,
+                          uintptr_t stack_top, bool *truncated)
+{
+    if (max > MEMPROF_CAPTURE_MAX)
+        max = MEMPROF_CAPTURE_MAX;
+#if HAVE_LIBUNWIND
+    if (how == MEMPROF_UNWIND_DWARF)
+        return capture_dwarf(frames, max, truncated);
+#else
+    (void)how;
+#endif
+    return memprof__capture_fp(frames, max, stack_top, truncated);
 }

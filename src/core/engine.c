@@ -15,6 +15,7 @@
 #include "core/capture.h"
 #include "core/estimate.h"
 #include "core/platform.h"
+#include "core/sources.h"
 
 /* An internal state between UNINITIALIZED and INITIALIZED while init maps the tables. */
 #define ENGINE_INITIALIZING 100
@@ -86,13 +87,30 @@ static bool insert(uint64_t key, uint64_t size, uint32_t stack_id, uint64_t ts)
     return memprof__hm_finalize(&E.hm, slot, stack_id, size, ts);
 }
 
+static void count_depth(unsigned native)
+{
+    memprof_atomic_add_relaxed(&E.depth_total, native);
+    if (native < MEMPROF_SHALLOW_DEPTH)
+        memprof_atomic_add_relaxed(&E.shallow_stacks, 1);
+    uint32_t min = memprof_atomic_load_relaxed(&E.depth_min);
+    while (native < min && !atomic_compare_exchange_weak(&E.depth_min, &min, native))
+        ;
+}
+
 void memprof__record(uint64_t key, size_t size, const uintptr_t *frames, unsigned depth,
                      bool truncated)
+{
+    memprof__record_mixed(key, size, frames, depth, depth, 0, truncated);
+}
+
+void memprof__record_mixed(uint64_t key, size_t size, const uintptr_t *frames, unsigned depth,
+                           unsigned native, unsigned source, bool truncated)
 {
     memprof_atomic_add_relaxed(&E.total_samples, 1);
     if (truncated)
         memprof_atomic_add_relaxed(&E.truncated_stacks, 1);
-    uint32_t id = memprof__st_intern(&E.st, frames, depth, truncated);
+    count_depth(native);
+    uint32_t id = memprof__st_intern_mixed(&E.st, frames, depth, native, source, truncated);
     struct memprof_stack *s = memprof__st_get(&E.st, id);
     bool live = insert(key, size, id, memprof__pf_now_ns());
     if (s)
@@ -112,7 +130,9 @@ static void seed_thread(struct memprof_tls *t)
     t->seeded = 1;
 }
 
-void memprof__alloc_slow(void *ptr, size_t size)
+/* The cold path proper. `key` 0 means the allocation failed: only the countdown moves.
+ * Returns whether a sample was recorded. */
+static bool sample_slow(uint64_t key, size_t size)
 {
     struct memprof_tls *t = &memprof__tls;
     if (t->guard) {
@@ -120,12 +140,13 @@ void memprof__alloc_slow(void *ptr, size_t size)
          * at 1 so the thread's next allocation is decided normally. */
         t->countdown = 1;
         memprof_atomic_add_relaxed(&E.reentrant_skips, 1);
-        return;
+        return false;
     }
     t->guard = 1;
     /* A successful malloc must leave errno alone, even when this path made system calls
-     * (getrandom, /proc for the stack bounds) that set it. */
+     * (getrandom, /proc for the stack bounds, the unwinder's file reads) that set it. */
     int saved_errno = errno;
+    bool sampled = false;
     if (!t->seeded)
         seed_thread(t);
     int state = memprof_atomic_load_acquire(&E.state);
@@ -147,26 +168,51 @@ void memprof__alloc_slow(void *ptr, size_t size)
         }
     }
     t->countdown = memprof__sampler_draw(&t->rng, rate);
-    if (ptr && size) {
+    if (key && size) {
         if (!t->stack_top)
             t->stack_top = memprof__pf_stack_top();
-        uintptr_t frames[MEMPROF_STACK_MAX_DEPTH];
+        /* Native frames, then room for interpreter frames; on this (cold) stack, not TLS. */
+        uintptr_t frames[MEMPROF_CAPTURE_MAX + MEMPROF_MAX_RUNTIME_FRAMES];
         bool truncated;
-        unsigned depth = memprof__capture_fp(frames, E.max_frames, t->stack_top, &truncated);
-        memprof__record((uint64_t)(uintptr_t)ptr, size, frames, depth, truncated);
+        unsigned native = memprof__capture((enum memprof_unwinder)E.unwinder, frames,
+                                           E.max_frames, t->stack_top, &truncated);
+        unsigned source;
+        unsigned rt = memprof__sources_capture((uint64_t *)(frames + native),
+                                               MEMPROF_MAX_RUNTIME_FRAMES, &source);
+        memprof__record_mixed(key, size, frames, native + rt, native, source, truncated);
+        sampled = true;
     }
 out:
     errno = saved_errno;
     t->guard = 0;
+    return sampled;
+}
+
+void memprof__alloc_slow(void *ptr, size_t size)
+{
+    sample_slow((uint64_t)(uintptr_t)ptr, size);
+}
+
+bool memprof__report_alloc(uint64_t key, size_t size)
+{
+    return memprof__sampler_charge(size) && sample_slow(key, size);
+}
+
+bool memprof__report_free(uint64_t key)
+{
+    if (!memprof__bloom_maybe(&E.bloom, key))
+        return false;
+    struct memprof_hm_entry e;
+    if (memprof__hm_remove(&E.hm, key, &e) != MEMPROF_HM_FOUND)
+        return false;
+    memprof_atomic_add_relaxed(&E.freed_samples, 1);
+    count_free(&e);
+    return true;
 }
 
 void memprof__free_slow(void *ptr)
 {
-    struct memprof_hm_entry e;
-    if (memprof__hm_remove(&E.hm, (uint64_t)(uintptr_t)ptr, &e) == MEMPROF_HM_FOUND) {
-        memprof_atomic_add_relaxed(&E.freed_samples, 1);
-        count_free(&e);
-    }
+    memprof__report_free((uint64_t)(uintptr_t)ptr);
 }
 
 bool memprof__take(void *ptr, struct memprof_hm_entry *out)
@@ -213,6 +259,8 @@ int memprof__engine_init(const struct memprof_engine_config *cfg)
     uint8_t g = memprof__guard_enter();
     E.rate = cfg->rate;
     E.max_frames = cfg->max_frames;
+    E.unwinder = cfg->unwinder;
+    E.depth_min = UINT32_MAX;
     E.seed = cfg->seed;
     E.log_fn = cfg->log_fn;
     E.log_ctx = cfg->log_ctx;
@@ -232,6 +280,8 @@ int memprof__engine_init(const struct memprof_engine_config *cfg)
                      E.st.max_stacks * sizeof(struct memprof_stack) +
                      E.st.nbuckets * sizeof(uint32_t) + E.st.arena_cap * sizeof(uintptr_t);
     memprof__engine_own_code((const void *)memprof__alloc_slow);
+    if (E.unwinder == MEMPROF_UNWIND_DWARF)
+        memprof__capture_warm_up();
     static _Atomic int atfork_done;
     if (!atomic_exchange(&atfork_done, 1))
         pthread_atfork(NULL, NULL, atfork_child);
@@ -341,4 +391,13 @@ void memprof__engine_stats(memprof_stats *s)
     s->reentrant_skips = memprof_atomic_load_relaxed(&E.reentrant_skips);
     s->truncated_stacks = memprof_atomic_load_relaxed(&E.truncated_stacks);
     s->profiler_bytes = memprof_atomic_load_relaxed(&E.mapped_bytes);
+    s->unwinder = E.unwinder;
+    uint32_t min = memprof_atomic_load_relaxed(&E.depth_min);
+    s->stack_depth_min = min == UINT32_MAX ? 0 : min;
+    s->stack_depth_total = memprof_atomic_load_relaxed(&E.depth_total);
+    s->shallow_stacks = memprof_atomic_load_relaxed(&E.shallow_stacks);
+    uint64_t bad = s->shallow_stacks + s->truncated_stacks;
+    s->unwind_confidence_permille =
+        s->total_samples == 0 ? 1000
+                              : (bad >= s->total_samples ? 0 : 1000 - bad * 1000 / s->total_samples);
 }

@@ -38,6 +38,7 @@
 #define MEMPROF_IDLE_INTERVAL (64u * 1024u)
 #define MEMPROF_MAX_RATE      ((uint64_t)1 << 40)
 #define MEMPROF_DEFAULT_FRAMES 64u
+#define MEMPROF_SHALLOW_DEPTH  4u
 
 struct memprof_engine {
     /* Read by the free fast path on every free: keep it first and rarely written. */
@@ -47,6 +48,7 @@ struct memprof_engine {
     _Atomic uint32_t generation;  /* bumped by start, stop and shutdown */
     uint64_t rate;                /* immutable after init */
     uint32_t max_frames;
+    uint32_t unwinder;            /* enum memprof_unwinder (capture.h) */
     uint64_t seed;
     _Atomic uint64_t thread_seq;  /* threads seeded so far (deterministic seeding) */
     memprof_log_fn log_fn;
@@ -60,6 +62,11 @@ struct memprof_engine {
     _Atomic uint64_t freed_samples;
     _Atomic uint64_t reentrant_skips;
     _Atomic uint64_t truncated_stacks;
+    /* Unwinding health (spec section 8): native depth over all samples, the minimum, and
+     * how many were shallow (< MEMPROF_SHALLOW_DEPTH frames). */
+    _Atomic uint64_t depth_total;
+    _Atomic uint32_t depth_min;
+    _Atomic uint64_t shallow_stacks;
     _Atomic uint64_t mapped_bytes;
     /* Live estimate maintained incrementally: rounded weights added on insert and the same
      * rounded weights subtracted on free, so it returns exactly to zero. */
@@ -73,6 +80,7 @@ extern MEMPROF_INTERNAL struct memprof_engine memprof__engine;
 struct memprof_engine_config {
     uint64_t rate, heap_map_capacity, max_stacks, seed;
     uint32_t max_frames;
+    uint32_t unwinder; /* enum memprof_unwinder, resolved (never DEFAULT) */
     memprof_log_fn log_fn;
     void *log_ctx;
 };
@@ -131,8 +139,19 @@ MEMPROF_INTERNAL bool memprof__take(void *ptr, struct memprof_hm_entry *out);
 MEMPROF_INTERNAL void memprof__restore(const struct memprof_hm_entry *e);
 
 /* Records a sample of `size` bytes at `ptr` with the given stack: the part of the cold path
- * after capture. Exposed for tests and for manual reporting. */
+ * after capture. Exposed for tests and benchmarks. */
 void memprof__record(uint64_t key, size_t size, const uintptr_t *frames, unsigned depth,
                      bool truncated);
+/* The same with interpreter frames: frames[native..depth) are ids of frame source `source`. */
+void memprof__record_mixed(uint64_t key, size_t size, const uintptr_t *frames, unsigned depth,
+                           unsigned native, unsigned source, bool truncated);
+
+/* Custom allocators (runtime.h): keys are id | MEMPROF_REPORT_KEY_BIT so they never equal a
+ * user-space address. */
+#define MEMPROF_REPORT_KEY_BIT ((uint64_t)1 << 63)
+/* Charges and maybe samples a reported allocation; returns whether it was sampled. */
+bool memprof__report_alloc(uint64_t key, size_t size);
+/* Removes a reported block; returns whether it was a live sample. */
+bool memprof__report_free(uint64_t key);
 
 #endif

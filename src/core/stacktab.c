@@ -54,11 +54,18 @@ uint64_t memprof__st_hash(const uintptr_t *frames, unsigned depth)
     return h;
 }
 
+struct key {
+    uint64_t hash;
+    const uintptr_t *frames;
+    unsigned depth, native, source;
+};
+
 static bool same_stack(const struct memprof_stacktab *st, const struct memprof_stack *s,
-                       uint64_t hash, const uintptr_t *frames, unsigned depth)
+                       const struct key *k)
 {
-    return s->hash == hash && s->depth == depth &&
-           memcmp(memprof__st_frames(st, s), frames, depth * sizeof *frames) == 0;
+    return s->hash == k->hash && s->depth == k->depth && s->native_depth == k->native &&
+           s->source == k->source &&
+           memcmp(memprof__st_frames(st, s), k->frames, k->depth * sizeof *k->frames) == 0;
 }
 
 /* Marks a linked record published. Any thread that reaches a record through a bucket chain
@@ -76,11 +83,11 @@ static void publish(struct memprof_stacktab *st, struct memprof_stack *s)
 
 /* Searches the chain from `from` (an id + 1) up to, not including, `until`. */
 static uint32_t find_in_chain(struct memprof_stacktab *st, uint32_t from, uint32_t until,
-                              uint64_t hash, const uintptr_t *frames, unsigned depth)
+                              const struct key *k)
 {
     for (uint32_t link = from; link != until && link != 0;) {
         struct memprof_stack *s = &st->recs[link - 1];
-        if (same_stack(st, s, hash, frames, depth)) {
+        if (same_stack(st, s, k)) {
             publish(st, s);
             return link;
         }
@@ -100,10 +107,23 @@ uint32_t memprof__st_intern(struct memprof_stacktab *st, const uintptr_t *frames
 {
     if (depth > MEMPROF_STACK_MAX_DEPTH)
         depth = MEMPROF_STACK_MAX_DEPTH;
-    uint64_t hash = memprof__st_hash(frames, depth);
+    return memprof__st_intern_mixed(st, frames, depth, depth, 0, truncated);
+}
+
+uint32_t memprof__st_intern_mixed(struct memprof_stacktab *st, const uintptr_t *frames,
+                                  unsigned depth, unsigned native, unsigned source,
+                                  bool truncated)
+{
+    if (depth > MEMPROF_STACK_MAX_DEPTH)
+        depth = MEMPROF_STACK_MAX_DEPTH;
+    if (native > depth)
+        native = depth;
+    struct key k = {.frames = frames, .depth = depth, .native = native, .source = source};
+    k.hash = memprof__st_hash(frames, depth) ^ ((uint64_t)native << 48) ^ ((uint64_t)source << 40);
+    uint64_t hash = k.hash;
     _Atomic uint32_t *bucket = &st->buckets[hash & (st->nbuckets - 1)];
     uint32_t head = memprof_atomic_load_acquire(bucket);
-    uint32_t hit = find_in_chain(st, head, 0, hash, frames, depth);
+    uint32_t hit = find_in_chain(st, head, 0, &k);
     if (hit)
         return hit - 1;
 
@@ -118,6 +138,8 @@ uint32_t memprof__st_intern(struct memprof_stacktab *st, const uintptr_t *frames
     s->hash = hash;
     s->depth = (uint16_t)depth;
     s->frames_off = off;
+    s->native_depth = (uint16_t)native;
+    s->source = (uint8_t)source;
     memprof_atomic_store_relaxed(&s->flags, truncated ? MEMPROF_STACK_TRUNCATED : 0);
 
     uint32_t link = (uint32_t)id + 1;
@@ -128,7 +150,7 @@ uint32_t memprof__st_intern(struct memprof_stacktab *st, const uintptr_t *frames
                                                     memory_order_acquire))
             break;
         /* Records pushed since we looked: the chain from the new head down to `seen`. */
-        hit = find_in_chain(st, head, seen, hash, frames, depth);
+        hit = find_in_chain(st, head, seen, &k);
         if (hit)
             return hit - 1; /* another thread interned it first; ours stays unpublished */
     }

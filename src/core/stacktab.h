@@ -36,7 +36,7 @@
 #define MEMPROF_STACK_PUBLISHED   0x1u
 #define MEMPROF_STACK_TRUNCATED   0x2u
 #define MEMPROF_STACK_OVERFLOW    0x4u
-#define MEMPROF_STACK_MAX_DEPTH   256u
+#define MEMPROF_STACK_MAX_DEPTH   512u
 
 struct memprof_stack {
     uint64_t hash;
@@ -44,6 +44,10 @@ struct memprof_stack {
     uint16_t depth;
     _Atomic uint16_t flags;
     uint64_t frames_off; /* index into the frame arena */
+    uint16_t native_depth; /* frames[0..native_depth) are return addresses, leaf first; the
+                              rest are interpreter frame ids from a frame source, innermost
+                              first */
+    uint8_t source;        /* frame source index + 1, 0 = native frames only */
     /* Sampled (unweighted) counters, updated in cold paths. */
     _Atomic uint64_t live_samples, live_bytes;
     _Atomic uint64_t alloc_samples, alloc_bytes;
@@ -74,6 +78,11 @@ uint64_t memprof__st_hash(const uintptr_t *frames, unsigned depth);
 /* Interns a stack; returns its id, or MEMPROF_STACK_OVERFLOW_ID when full. */
 uint32_t memprof__st_intern(struct memprof_stacktab *st, const uintptr_t *frames, unsigned depth,
                             bool truncated);
+/* Interns a mixed stack: `native` return addresses followed by depth - native interpreter
+ * frame ids of frame source `source` (index + 1; 0 if none). */
+uint32_t memprof__st_intern_mixed(struct memprof_stacktab *st, const uintptr_t *frames,
+                                  unsigned depth, unsigned native, unsigned source,
+                                  bool truncated);
 /* Number of ids handed out so far; iterate 0..n and skip records for which
  * memprof__st_get() returns NULL. */
 uint64_t memprof__st_nids(struct memprof_stacktab *st);

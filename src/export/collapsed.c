@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "export/export.h"
-#include "resolve/symbols.h"
+#include "resolve/stacks.h"
 
 /* Separators inside a label would split or end the frame: replace them. */
 static void sanitize(char *label)
@@ -25,16 +25,15 @@ int memprof__export_collapsed(const struct memprof_snapshot *s, FILE *out)
         uint64_t value = memprof__est_round(site->live.bytes);
         if (value == 0)
             continue;
-        unsigned depth;
-        const uintptr_t *frames = memprof__snapshot_site_frames(s, site, &depth);
+        const struct memprof_rstack *r = memprof__resolve_stack(s->stacks, site->stack_id);
+        unsigned depth = r ? r->n : 0;
         if (site->stack_id == MEMPROF_STACK_OVERFLOW_ID || depth == 0)
             fputs(site->stack_id == MEMPROF_STACK_OVERFLOW_ID ? "[stack table full]" : "[unknown]",
                   out);
         for (unsigned j = depth; j-- > 0;) {
-            struct memprof_frame_info fi;
-            char label[512];
-            memprof__sym_lookup(frames[j], &fi);
-            memprof__sym_label(&fi, label, sizeof label);
+            char buf[512], label[512];
+            snprintf(label, sizeof label, "%s",
+                     memprof__rframe_label(&r->frames[j], buf, sizeof buf));
             sanitize(label);
             fprintf(out, "%s%s", j + 1 == depth ? "" : ";", label);
         }

@@ -17,7 +17,8 @@ int memprof__export_text(const struct memprof_snapshot *s, FILE *out, unsigned t
 int memprof__export_collapsed(const struct memprof_snapshot *s, FILE *out);
 /* Formats a byte count as "12.3 MiB" into buf; returns buf. */
 const char *memprof__export_bytes(uint64_t bytes, char *buf, unsigned size);
-/* The label of the first frame of a site (its allocation site), for summaries. */
+/* The label of the first frame of a site (its allocation site), for summaries; returns buf
+ * or a string that lives as long as the process. */
 const char *memprof__export_site_label(const struct memprof_snapshot *s,
                                        const struct memprof_snap_site *site, char *buf,
                                        unsigned size);

@@ -9,6 +9,8 @@
 
 #include "export/export.h"
 #include "memprof/version.h"
+#include "memprof/memprof.h"
+#include "resolve/stacks.h"
 #include "resolve/symbols.h"
 
 const char *memprof__export_bytes(uint64_t bytes, char *buf, unsigned size)
@@ -31,33 +33,32 @@ const char *memprof__export_site_label(const struct memprof_snapshot *s,
                                        const struct memprof_snap_site *site, char *buf,
                                        unsigned size)
 {
-    unsigned depth;
-    const uintptr_t *frames = memprof__snapshot_site_frames(s, site, &depth);
+    const struct memprof_rstack *r = memprof__resolve_stack(s->stacks, site->stack_id);
     if (site->stack_id == MEMPROF_STACK_OVERFLOW_ID)
-        snprintf(buf, size, "[stack table full]");
-    else if (depth == 0)
-        snprintf(buf, size, "[unknown]");
-    else {
-        struct memprof_frame_info fi;
-        memprof__sym_lookup(frames[0], &fi);
-        memprof__sym_label(&fi, buf, size);
-    }
-    return buf;
+        return "[stack table full]";
+    if (!r || r->n == 0)
+        return "[unknown]";
+    return memprof__rframe_label(&r->frames[0], buf, size);
 }
 
+/* The first frames of a site's stack, one per line, with file:line where known. */
 static void print_path(const struct memprof_snapshot *s, const struct memprof_snap_site *site,
                        FILE *out)
 {
-    unsigned depth;
-    const uintptr_t *frames = memprof__snapshot_site_frames(s, site, &depth);
-    for (unsigned i = 0; i < depth && i < 8; i++) {
-        struct memprof_frame_info fi;
+    const struct memprof_rstack *r = memprof__resolve_stack(s->stacks, site->stack_id);
+    unsigned n = r ? r->n : 0, shown = n < 10 ? n : 10;
+    for (unsigned i = 0; i < shown; i++) {
+        const struct memprof_rframe *f = &r->frames[i];
         char label[256];
-        memprof__sym_lookup(frames[i], &fi);
-        fprintf(out, "        %s %s\n", i ? "<-" : "at", memprof__sym_label(&fi, label, sizeof label));
+        fprintf(out, "        %s %s", i ? "<-" : "at", memprof__rframe_label(f, label, sizeof label));
+        if (f->file)
+            fprintf(out, " (%s:%u)", f->file, f->line);
+        else if (f->function && f->sym_offset)
+            fprintf(out, "+0x%lx", (unsigned long)f->sym_offset);
+        fprintf(out, "%s\n", (f->flags & MEMPROF_FRAME_INLINED) ? " [inlined]" : "");
     }
-    if (depth > 8)
-        fprintf(out, "        ... %u more frames\n", depth - 8);
+    if (n > shown)
+        fprintf(out, "        ... %u more frames\n", n - shown);
 }
 
 int memprof__export_text(const struct memprof_snapshot *s, FILE *out, unsigned top)
@@ -76,9 +77,16 @@ int memprof__export_text(const struct memprof_snapshot *s, FILE *out, unsigned t
     if (s->nsamples < 100)
         fprintf(out, "Note: fewer than 100 live samples; treat the estimates as rough (lower "
                      "the sampling rate for more precision).\n");
+    /* Resolve what will be shown first, so the health line counts its addresses. */
+    for (size_t i = 0; i < s->nsites && i < top; i++)
+        memprof__resolve_stack(s->stacks, s->sites[i].stack_id);
+    uint64_t resolved, unresolved;
+    memprof__sym_counts(&resolved, &unresolved);
     fprintf(out, "Health: %" PRIu64 " samples dropped (heap map full), %" PRIu64
-                 " stack-table overflows, %" PRIu64 " truncated stacks\n",
-            s->heap_map_full_drops, s->stack_table_overflows, s->truncated_stacks);
+                 " stack-table overflows, %" PRIu64 " truncated stacks, %" PRIu64 " of %" PRIu64
+                 " code addresses without symbols\n",
+            s->heap_map_full_drops, s->stack_table_overflows, s->truncated_stacks, unresolved,
+            resolved);
     fprintf(out, "\nTop sites by estimated live bytes:\n");
     unsigned shown = 0;
     for (size_t i = 0; i < s->nsites && shown < top; i++) {

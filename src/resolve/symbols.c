@@ -1,126 +1,453 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Native symbolization with dladdr(), cached per address in a small open-addressing table.
- * The cache and the strings it holds live for the life of the process (a profile may be
- * exported many times); one mutex serialises lookups, which only run at export time.
+ * Native symbolization (symbols.h): the per-address cache, module identity (path, build id,
+ * load bias), and two back ends, libdw (file:line and inlined frames) and dladdr plus the
+ * module's ELF symbol table. One mutex serialises everything here: lookups only run at
+ * resolve and export time, and libdw's Dwfl is not thread-safe.
  */
 #define _GNU_SOURCE
+#include "config.h"
 #include "resolve/symbols.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#if HAVE_LIBDW
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#endif
 
 #include "core/hash.h"
+#include "resolve/strpool.h"
 
-struct cache_slot {
-    uintptr_t pc; /* 0 = empty */
-    struct memprof_frame_info info;
-};
+#define MAX_INLINE_DEPTH 32
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct cache_slot *cache;
-static size_t cache_cap, cache_used;
+static uint64_t n_resolved, n_unresolved;
 
-/* Interned copies of module and symbol names: dladdr's strings can disappear on dlclose. */
-static const char *intern(const char *s)
+/* ---- demangling ------------------------------------------------------------------------- */
+
+/* C++ names are demangled with the C++ runtime's own __cxa_demangle when the process has
+ * one loaded (every C++ program does); libmemprof itself does not link libstdc++. */
+static const char *demangle(const char *versioned)
 {
-    static struct {
-        char **v;
-        size_t n, cap;
-    } pool;
+    static char *(*cxa_demangle)(const char *, char *, size_t *, int *);
+    static int looked_up;
+    if (!versioned)
+        return NULL;
+    /* Symbol-table names may carry an ELF symbol version ("memcpy@@GLIBC_2.14"). */
+    char name[1024];
+    snprintf(name, sizeof name, "%s", versioned);
+    char *at = strchr(name, '@');
+    if (at && at != name)
+        *at = 0;
+    if (name[0] != '_' || name[1] != 'Z')
+        return memprof__strpool_intern(name);
+    if (!looked_up) {
+        *(void **)&cxa_demangle = dlsym(RTLD_DEFAULT, "__cxa_demangle");
+        looked_up = 1;
+    }
+    int status = -1;
+    char *d = cxa_demangle ? cxa_demangle(name, NULL, NULL, &status) : NULL;
+    const char *out = memprof__strpool_intern(status == 0 && d ? d : name);
+    free(d);
+    return out;
+}
+
+/* ---- module identity -------------------------------------------------------------------- */
+
+static void hex(const unsigned char *bits, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[bits[i] >> 4];
+        out[2 * i + 1] = digits[bits[i] & 15];
+    }
+    out[2 * n] = 0;
+}
+
+struct module_query {
+    uintptr_t pc;
+    const char *path;
+    uintptr_t bias;
+    char build_id[2 * 64 + 1];
+    int found;
+};
+
+/* Finds the loaded object containing pc, and its GNU build id note (from the program
+ * headers in memory, so it works for stripped and deleted files too). */
+static int module_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    struct module_query *q = data;
+    bool contains = false;
+    for (int i = 0; i < info->dlpi_phnum && !contains; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+        contains = ph->p_type == PT_LOAD && q->pc >= start && q->pc < start + ph->p_memsz;
+    }
+    if (!contains)
+        return 0;
+    q->found = 1;
+    q->bias = info->dlpi_addr;
+    q->path = info->dlpi_name;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE)
+            continue;
+        const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
+        const unsigned char *end = p + ph->p_memsz;
+        while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
+            const unsigned char *name = p + sizeof *n;
+            const unsigned char *desc = name + ((n->n_namesz + 3) & ~3u);
+            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && !memcmp(name, "GNU", 4) &&
+                n->n_descsz <= 64 && desc + n->n_descsz <= end) {
+                hex(desc, n->n_descsz, q->build_id);
+                return 1;
+            }
+            p = desc + ((n->n_descsz + 3) & ~3u);
+        }
+    }
+    return 1;
+}
+
+/* The main program appears with an empty name in dl_iterate_phdr. */
+static const char *main_program_path(void)
+{
+    static char path[4096];
+    if (!path[0]) {
+        ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+        if (n <= 0)
+            strcpy(path, "[main program]");
+        else
+            path[n] = 0;
+    }
+    return path;
+}
+
+/* ---- ELF symbol tables (the fallback back end) ------------------------------------------ */
+
+#if !HAVE_LIBDW
+struct func_sym {
+    uintptr_t start, size;
+    const char *name;
+};
+
+struct symtab {
+    const char *path;
+    struct func_sym *syms;
+    size_t n;
+    struct symtab *next;
+};
+
+static struct symtab *symtabs;
+
+static int by_start(const void *a, const void *b)
+{
+    const struct func_sym *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Reads the function symbols of an ELF file (.symtab if present, else .dynsym). */
+static void load_symtab(struct symtab *t)
+{
+    int fd = open(t->path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return;
+    if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(ElfW(Ehdr))) {
+        close(fd);
+        return;
+    }
+    size_t len = (size_t)st.st_size;
+    const unsigned char *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED)
+        return;
+    const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)map;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh->e_shoff == 0 || eh->e_shoff + (size_t)eh->e_shnum * sizeof(ElfW(Shdr)) > len)
+        goto out;
+    const ElfW(Shdr) *sh = (const ElfW(Shdr) *)(map + eh->e_shoff);
+    const ElfW(Shdr) *best = NULL;
+    for (unsigned i = 0; i < eh->e_shnum; i++)
+        if (sh[i].sh_type == SHT_SYMTAB || (sh[i].sh_type == SHT_DYNSYM && !best))
+            best = &sh[i];
+    if (!best || best->sh_link >= eh->e_shnum || best->sh_offset + best->sh_size > len)
+        goto out;
+    const ElfW(Shdr) *strs = &sh[best->sh_link];
+    if (strs->sh_offset + strs->sh_size > len)
+        goto out;
+    const ElfW(Sym) *syms = (const ElfW(Sym) *)(map + best->sh_offset);
+    size_t nsyms = best->sh_size / sizeof *syms, n = 0;
+    t->syms = calloc(nsyms ? nsyms : 1, sizeof *t->syms);
+    if (!t->syms)
+        goto out;
+    for (size_t i = 0; i < nsyms; i++) {
+        if (ELF64_ST_TYPE(syms[i].st_info) != STT_FUNC || syms[i].st_value == 0 ||
+            syms[i].st_name >= strs->sh_size)
+            continue;
+        const char *name = (const char *)map + strs->sh_offset + syms[i].st_name;
+        t->syms[n++] = (struct func_sym){syms[i].st_value, syms[i].st_size, demangle(name)};
+    }
+    t->n = n;
+    qsort(t->syms, n, sizeof *t->syms, by_start);
+out:
+    munmap((void *)map, len);
+}
+
+static const char *symtab_lookup(const char *path, uintptr_t vaddr, uintptr_t *offset)
+{
+    struct symtab *t = symtabs;
+    while (t && t->path != path)
+        t = t->next;
+    if (!t) {
+        if (!(t = calloc(1, sizeof *t)))
+            return NULL;
+        t->path = path;
+        load_symtab(t);
+        t->next = symtabs;
+        symtabs = t;
+    }
+    /* The last symbol starting at or before vaddr, if vaddr is within its size. */
+    size_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (t->syms[mid].start <= vaddr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return NULL;
+    const struct func_sym *f = &t->syms[lo - 1];
+    if (f->size && vaddr >= f->start + f->size)
+        return NULL;
+    *offset = vaddr - f->start;
+    return f->name;
+}
+#endif
+
+/* ---- libdw back end ----------------------------------------------------------------------- */
+
+#if HAVE_LIBDW
+static Dwfl *dwfl;
+static unsigned long long reported_adds = ~0ull;
+
+static int adds_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds)
+        *(unsigned long long *)data = info->dlpi_adds;
+    return 1;
+}
+
+/* (Re)reads the process's modules when objects were loaded since the last report. */
+static void dwfl_refresh(void)
+{
+    static const Dwfl_Callbacks callbacks = {
+        .find_elf = dwfl_linux_proc_find_elf,
+        .find_debuginfo = dwfl_standard_find_debuginfo,
+    };
+    unsigned long long adds = 0;
+    dl_iterate_phdr(adds_cb, &adds);
+    if (dwfl && adds == reported_adds)
+        return;
+    if (!dwfl && !(dwfl = dwfl_begin(&callbacks)))
+        return;
+    dwfl_report_begin(dwfl);
+    dwfl_linux_proc_report(dwfl, getpid());
+    dwfl_report_end(dwfl, NULL, NULL);
+    reported_adds = adds;
+}
+
+/* A DIE's name: the demangled linkage name if there is one, else DW_AT_name; both looked up
+ * through DW_AT_abstract_origin/DW_AT_specification (dwarf_attr_integrate). */
+static const char *die_name(Dwarf_Die *die)
+{
+    Dwarf_Attribute attr;
+    const char *name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
+    if (!name)
+        name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
+    if (!name)
+        name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &attr));
+    return demangle(name);
+}
+
+/* Fills frames (innermost first) from the DWARF scopes at addr. Returns the count. */
+static unsigned dwarf_frames(Dwfl_Module *mod, Dwarf_Addr addr, const char *symname,
+                             struct memprof_sym_frame *frames, unsigned max)
+{
+    const char *file = NULL;
+    int line = 0;
+    Dwfl_Line *l = dwfl_module_getsrc(mod, addr);
+    if (l)
+        file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
+    unsigned n = 0;
+    Dwarf_Addr bias;
+    Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias);
+    Dwarf_Die *scopes = NULL;
+    int nscopes = cu ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
+    Dwarf_Files *files = NULL;
+    size_t nfiles = 0;
+    if (cu)
+        dwarf_getsrcfiles(cu, &files, &nfiles);
+    for (int i = 0; i < nscopes && n < max; i++) {
+        int tag = dwarf_tag(&scopes[i]);
+        if (tag == DW_TAG_inlined_subroutine) {
+            frames[n++] = (struct memprof_sym_frame){die_name(&scopes[i]),
+                                                     memprof__strpool_intern(file),
+                                                     (uint32_t)(line > 0 ? line : 0), true};
+            /* The caller's position is this inline instance's call site. */
+            Dwarf_Attribute attr;
+            Dwarf_Word fidx = 0, cline = 0;
+            file = NULL;
+            if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &attr), &fidx) == 0 &&
+                files && fidx < nfiles)
+                file = dwarf_filesrc(files, fidx, NULL, NULL);
+            line = dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &attr), &cline) == 0
+                       ? (int)cline
+                       : 0;
+        } else if (tag == DW_TAG_subprogram) {
+            const char *name = symname ? demangle(symname) : die_name(&scopes[i]);
+            frames[n++] = (struct memprof_sym_frame){name, memprof__strpool_intern(file),
+                                                     (uint32_t)(line > 0 ? line : 0), false};
+            break;
+        }
+    }
+    free(scopes);
+    if (n == 0 || frames[n - 1].inlined) {
+        /* No DWARF function scope (no debug info, or a gap): the symbol table's name. */
+        if (n < max)
+            frames[n++] = (struct memprof_sym_frame){demangle(symname),
+                                                     memprof__strpool_intern(file),
+                                                     (uint32_t)(line > 0 ? line : 0), false};
+    }
+    return n;
+}
+#endif
+
+/* ---- resolution and cache ----------------------------------------------------------------- */
+
+static struct memprof_sym *resolve(uintptr_t pc)
+{
+    struct memprof_sym_frame frames[MAX_INLINE_DEPTH];
+    unsigned n = 0;
+    uintptr_t lookup = pc - 1, sym_offset = 0;
+    struct module_query q = {.pc = lookup};
+    dl_iterate_phdr(module_cb, &q);
+    const char *path = q.found ? (q.path && q.path[0] ? q.path : main_program_path()) : NULL;
+    path = memprof__strpool_intern(path);
+#if HAVE_LIBDW
+    dwfl_refresh();
+    Dwfl_Module *mod = dwfl ? dwfl_addrmodule(dwfl, lookup) : NULL;
+    if (mod) {
+        GElf_Off off = 0;
+        GElf_Sym sym;
+        const char *symname = dwfl_module_addrinfo(mod, lookup, &off, &sym, NULL, NULL, NULL);
+        sym_offset = symname ? (uintptr_t)off + 1 : 0;
+        n = dwarf_frames(mod, lookup, symname, frames, MAX_INLINE_DEPTH);
+    }
+#else
+    if (path) {
+        const char *name = symtab_lookup(path, lookup - q.bias, &sym_offset);
+        if (name) {
+            frames[n++] = (struct memprof_sym_frame){name, NULL, 0, false};
+            sym_offset += 1;
+        }
+    }
+#endif
+    if (n == 0 || !frames[n - 1].function) {
+        /* Last resort: the dynamic symbol table through dladdr. */
+        Dl_info dl;
+        if (dladdr((void *)lookup, &dl) && dl.dli_sname && dl.dli_saddr) {
+            if (n == 0)
+                n = 1, frames[0] = (struct memprof_sym_frame){0};
+            frames[n - 1].function = demangle(dl.dli_sname);
+            sym_offset = pc - (uintptr_t)dl.dli_saddr;
+        }
+    }
+    if (n == 0)
+        n = 1, frames[0] = (struct memprof_sym_frame){0};
+    struct memprof_sym *s = malloc(sizeof *s + n * sizeof *frames);
     if (!s)
         return NULL;
-    for (size_t i = pool.n; i-- > 0;)
-        if (strcmp(pool.v[i], s) == 0)
-            return pool.v[i];
-    if (pool.n == pool.cap) {
-        size_t cap = pool.cap ? pool.cap * 2 : 256;
-        char **v = realloc(pool.v, cap * sizeof *v);
-        if (!v)
-            return NULL;
-        pool.v = v;
-        pool.cap = cap;
-    }
-    char *copy = strdup(s);
-    if (copy)
-        pool.v[pool.n++] = copy;
-    return copy;
+    *s = (struct memprof_sym){.pc = pc, .module = path, .load_bias = q.bias,
+                              .sym_offset = sym_offset, .nframes = n};
+    s->build_id = q.build_id[0] ? memprof__strpool_intern(q.build_id) : NULL;
+    memcpy(s->frames, frames, n * sizeof *frames);
+    if (s->frames[n - 1].function)
+        n_resolved++;
+    else
+        n_unresolved++;
+    return s;
 }
 
-static struct cache_slot *find_slot(uintptr_t pc)
+static struct memprof_sym **cache;
+static size_t cache_cap, cache_used;
+
+static struct memprof_sym **find_slot(struct memprof_sym **tab, size_t cap, uintptr_t pc)
 {
-    size_t mask = cache_cap - 1;
-    for (size_t i = memprof__mix64(pc) & mask;; i = (i + 1) & mask)
-        if (cache[i].pc == pc || cache[i].pc == 0)
-            return &cache[i];
+    for (size_t i = memprof__mix64(pc) & (cap - 1);; i = (i + 1) & (cap - 1))
+        if (!tab[i] || tab[i]->pc == pc)
+            return &tab[i];
 }
 
-static int grow_cache(void)
+static bool grow_cache(void)
 {
     size_t cap = cache_cap ? cache_cap * 2 : 4096;
-    struct cache_slot *old = cache, *fresh = calloc(cap, sizeof *fresh);
-    if (!fresh)
-        return -1;
-    size_t old_cap = cache_cap;
-    cache = fresh;
+    struct memprof_sym **tab = calloc(cap, sizeof *tab);
+    if (!tab)
+        return false;
+    for (size_t i = 0; i < cache_cap; i++)
+        if (cache[i])
+            *find_slot(tab, cap, cache[i]->pc) = cache[i];
+    free(cache);
+    cache = tab;
     cache_cap = cap;
-    for (size_t i = 0; i < old_cap; i++)
-        if (old[i].pc)
-            *find_slot(old[i].pc) = old[i];
-    free(old);
-    return 0;
+    return true;
 }
 
-static void resolve(uintptr_t pc, struct memprof_frame_info *fi)
+const struct memprof_sym *memprof__sym_get(uintptr_t pc)
 {
-    *fi = (struct memprof_frame_info){.pc = pc};
-    Dl_info dl;
-    /* A return address points after the call; pc - 1 is inside the calling instruction
-     * and so inside the caller's function even when the call was its last instruction. */
-    if (!dladdr((void *)(pc - 1), &dl))
-        return;
-    fi->module = intern(dl.dli_fname);
-    fi->module_offset = pc - (uintptr_t)dl.dli_fbase;
-    if (dl.dli_sname && dl.dli_saddr) {
-        fi->function = intern(dl.dli_sname);
-        fi->sym_offset = pc - (uintptr_t)dl.dli_saddr;
-    }
-}
-
-int memprof__sym_lookup(uintptr_t pc, struct memprof_frame_info *out)
-{
-    int fresh = 0;
+    static struct memprof_sym oom = {.nframes = 1};
     pthread_mutex_lock(&lock);
-    if ((cache_used + 1) * 2 > cache_cap && grow_cache() != 0) {
-        pthread_mutex_unlock(&lock);
-        resolve(pc, out); /* out of memory: resolve without caching */
-        return 1;
+    struct memprof_sym *s = NULL;
+    if ((cache_used + 1) * 2 <= cache_cap || grow_cache()) {
+        struct memprof_sym **slot = find_slot(cache, cache_cap, pc);
+        if (!*slot && (*slot = resolve(pc)) != NULL)
+            cache_used++;
+        s = *slot;
     }
-    struct cache_slot *slot = find_slot(pc);
-    if (slot->pc != pc) {
-        resolve(pc, &slot->info);
-        slot->pc = pc;
-        cache_used++;
-        fresh = 1;
-    }
-    *out = slot->info;
     pthread_mutex_unlock(&lock);
-    return fresh;
+    return s ? s : &oom;
 }
 
-const char *memprof__sym_label(const struct memprof_frame_info *fi, char *buf, unsigned size)
+void memprof__sym_counts(uint64_t *resolved, uint64_t *unresolved)
 {
-    if (fi->function) {
-        snprintf(buf, size, "%s", fi->function);
-    } else if (fi->module) {
-        const char *base = strrchr(fi->module, '/');
-        snprintf(buf, size, "%s+0x%lx", base ? base + 1 : fi->module,
-                 (unsigned long)fi->module_offset);
+    pthread_mutex_lock(&lock);
+    *resolved = n_resolved + n_unresolved;
+    *unresolved = n_unresolved;
+    pthread_mutex_unlock(&lock);
+}
+
+const char *memprof__sym_unknown_label(const struct memprof_sym *s, char *buf, unsigned size)
+{
+    if (s->module) {
+        const char *base = strrchr(s->module, '/');
+        snprintf(buf, size, "%s+0x%lx", base ? base + 1 : s->module,
+                 (unsigned long)(s->pc - s->load_bias));
     } else {
-        snprintf(buf, size, "0x%lx", (unsigned long)fi->pc);
+        snprintf(buf, size, "[unknown 0x%lx]", (unsigned long)s->pc);
     }
     return buf;
 }

@@ -1,31 +1,46 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Native symbolization: a return address -> function, module, offset (and, where known,
- * source file and line). Runs only on user threads at snapshot/export time, never in a
- * hook, with results cached per address for the life of the process.
+ * Native symbolization: a return address -> the module it lies in (path, build id, load
+ * bias) and one or more source-level frames: the function containing the call, preceded by
+ * every function inlined into it at that address (innermost first), each with its source
+ * file and line where debug information has them.
+ *
+ * Back ends: elfutils libdw (file:line, inlined frames, .symtab, separate debug files) when
+ * built with it; otherwise dladdr() plus the module's own ELF symbol table (function names
+ * even for static functions, no lines). Results are cached per address for the life of the
+ * process. Runs only on user threads at resolve/snapshot/export time, never in a hook.
  */
 #ifndef MEMPROF_RESOLVE_SYMBOLS_H
 #define MEMPROF_RESOLVE_SYMBOLS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
-struct memprof_frame_info {
-    const char *function; /* symbol name, or NULL when unknown */
-    const char *module;   /* path of the loaded object, or NULL */
-    const char *file;     /* source file, or NULL */
-    uint32_t line;        /* source line, 0 when unknown */
-    uintptr_t pc;         /* the address that was resolved */
-    uintptr_t sym_offset; /* pc - start of the function (valid when function != NULL) */
-    uintptr_t module_offset; /* pc - load address of the module */
+struct memprof_sym_frame {
+    const char *function; /* demangled; NULL when unknown */
+    const char *file;     /* NULL when unknown */
+    uint32_t line;        /* 0 when unknown */
+    bool inlined;         /* this function was inlined into the next frame */
 };
 
-/* Resolves a return address (the call site pc - 1 is what gets looked up). The returned
- * strings stay valid for the life of the process. Thread-safe. Returns 1 if this call
- * resolved the address for the first time, 0 if it came from the cache. */
-int memprof__sym_lookup(uintptr_t pc, struct memprof_frame_info *out);
+struct memprof_sym {
+    uintptr_t pc;          /* the return address */
+    const char *module;    /* path of the loaded object, NULL if none */
+    const char *build_id;  /* hex GNU build id, NULL if none */
+    uintptr_t load_bias;   /* pc - load_bias = address in the ELF file */
+    uintptr_t sym_offset;  /* pc - start of the (outermost) function, when known */
+    unsigned nframes;      /* >= 1 */
+    struct memprof_sym_frame frames[]; /* innermost (inlined) first, the real function last */
+};
 
-/* Writes a display label for a frame into buf: "function" if known, else
- * "module+0xoffset", else "0xaddress". Returns buf. */
-const char *memprof__sym_label(const struct memprof_frame_info *fi, char *buf, unsigned size);
+/* Resolves a return address (looking up pc - 1, inside the call instruction). The result is
+ * cached and immutable; never NULL. Thread-safe. */
+const struct memprof_sym *memprof__sym_get(uintptr_t pc);
+
+/* Distinct addresses resolved so far, and those without any symbol. */
+void memprof__sym_counts(uint64_t *resolved, uint64_t *unresolved);
+
+/* A display label for an unresolved address: "module+0xoffset" or "0xaddress". */
+const char *memprof__sym_unknown_label(const struct memprof_sym *s, char *buf, unsigned size);
 
 #endif

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT */
+/**
+ * @file runtime.h
+ * @brief The API for language runtimes: interpreter frame sources and custom allocators.
+ *
+ * A binding (Python, Ruby, ...) registers a *frame source* so that heap profiles show the
+ * interpreter's own stack (function, file, line) in place of the interpreter's eval-loop C
+ * frames. A runtime whose allocator never reaches malloc reports its allocations and frees
+ * itself, and they are sampled like any other.
+ *
+ * How frames merge ("trim and sandwich"): when a sample is taken, the engine captures the
+ * native stack and asks each registered source, in registration order, for the ids of the
+ * current thread's interpreter frames (innermost first); the first source that returns
+ * frames is used. When the stack is resolved, each native frame for which the source's
+ * is_eval_frame() is true is replaced by interpreter frames: the innermost eval frame gets
+ * the innermost group of interpreter frames, and so on outward, where a group ends at a frame
+ * flagged MEMPROF_RUNTIME_FRAME_ENTRY (the first frame an eval-loop invocation ran). Without
+ * entry flags every interpreter frame goes in place of the innermost eval frame and further
+ * eval frames are dropped. Interpreter frames left over are placed at the outermost eval
+ * frame.
+ */
+#ifndef MEMPROF_RUNTIME_H
+#define MEMPROF_RUNTIME_H
+
+#include <memprof/memprof.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief memprof_runtime_frame::flags: this frame was the first one run by its eval-loop
+ *  invocation (the outermost interpreter frame of that C frame). */
+#define MEMPROF_RUNTIME_FRAME_ENTRY 0x1u
+
+/** @brief An interpreter frame, filled in by a memprof_resolve_fn. */
+typedef struct memprof_runtime_frame {
+    size_t size;          /**< Set by the library to the size it passes; fill only that much. */
+    const char *function; /**< Function or method name; copied by the library. */
+    const char *file;     /**< Source file; copied; may be NULL. */
+    uint32_t line;        /**< Line number, 0 if unknown. */
+    uint32_t flags;       /**< MEMPROF_RUNTIME_FRAME_* bits. */
+} memprof_runtime_frame;
+
+/**
+ * @brief Captures the calling thread's interpreter frames as opaque ids, innermost first.
+ *
+ * Called inside the sampling cold path of an allocation, on the allocating thread, with the
+ * profiler's re-entrancy guard set (allocations it makes are not sampled). It must be fast,
+ * must not take locks that an allocating thread could hold, and must only read interpreter
+ * state when that is safe (e.g. Python: the thread holds the GIL); otherwise return 0.
+ * The ids must stay resolvable until memprof_unregister_frame_source(): a binding keeps the
+ * objects behind them alive, or makes the ids stable keys into its own table.
+ * @param ctx the source's `ctx`.
+ * @param ids receives up to `max` ids.
+ * @param max capacity of ids.
+ * @return the number of ids stored (0 = no interpreter frames on this thread now).
+ */
+typedef unsigned (*memprof_capture_fn)(void *ctx, uint64_t *ids, unsigned max);
+
+/**
+ * @brief Resolves an id captured by memprof_capture_fn to a frame. Called on the thread
+ * that resolves or exports a snapshot, never inside an allocation hook.
+ * @return 0 on success, negative if the id is unknown (shown as "[unknown runtime frame]").
+ */
+typedef int (*memprof_resolve_fn)(void *ctx, uint64_t id, memprof_runtime_frame *out);
+
+/**
+ * @brief Says whether a resolved native frame is the interpreter's eval loop (e.g. Python's
+ * `_PyEval_EvalFrameDefault`), to be replaced by interpreter frames.
+ * @param function the native frame's function name, or NULL if unknown.
+ * @param module path of the object containing the frame, or NULL.
+ * @param pc the frame's address.
+ * @return non-zero for an eval-loop frame.
+ */
+typedef int (*memprof_is_eval_frame_fn)(void *ctx, const char *function, const char *module,
+                                        uint64_t pc);
+
+/** @brief A frame source: the callbacks a runtime registers. */
+typedef struct memprof_frame_source {
+    size_t size;                  /**< Set to sizeof(memprof_frame_source). */
+    const char *name;             /**< Short name, e.g. "python"; copied. */
+    memprof_capture_fn capture;   /**< Required. */
+    memprof_resolve_fn resolve;   /**< Required. */
+    memprof_is_eval_frame_fn is_eval_frame; /**< Required. */
+    void *ctx;                    /**< Passed to every callback. */
+} memprof_frame_source;
+
+/** @brief Most frame sources registered at once. */
+#define MEMPROF_MAX_FRAME_SOURCES 4
+/** @brief Most interpreter frames captured per sample. */
+#define MEMPROF_MAX_RUNTIME_FRAMES 128
+
+/**
+ * @brief **memprof_register_frame_source()** adds a frame source.
+ *
+ * May be called before or after memprof_init(). Sampling threads start calling `capture`
+ * at their next sample.
+ * @param source the callbacks (copied).
+ * @return a source id (>= 0) for memprof_unregister_frame_source(); `-EINVAL` for a NULL or
+ *         incomplete source; `-ENOSPC` if MEMPROF_MAX_FRAME_SOURCES are registered.
+ *         Thread-safe. Not callable from an allocation hook. @since 1.0
+ */
+MEMPROF_API int memprof_register_frame_source(const memprof_frame_source *source);
+
+/**
+ * @brief **memprof_unregister_frame_source()** stops capturing from a source.
+ *
+ * Stacks captured earlier still resolve through the source's `resolve` callback until this
+ * returns; afterwards their interpreter frames show as "[unknown runtime frame]". A capture
+ * already running on another thread may still complete: keep `ctx` valid until those
+ * threads have allocated again (or until exit).
+ * @return 0; `-EINVAL` for an unknown id. Thread-safe. @since 1.0
+ */
+MEMPROF_API int memprof_unregister_frame_source(int source_id);
+
+/**
+ * @brief **memprof_report_alloc()** reports an allocation made by a custom allocator.
+ *
+ * The allocation is sampled like a malloc of `size` bytes on the calling thread (stack and
+ * interpreter frames included) while the engine is ACTIVE.
+ * @param id a key identifying the block until memprof_report_free() (its address, usually),
+ *        below 2^63; ids live in their own space and never collide with malloc'ed addresses.
+ * @param size the block's size in bytes.
+ * @return 1 if the allocation was sampled, 0 if not; `-EINVAL` if id >= 2^63.
+ *         Thread-safe; callable from inside an allocator (it does not allocate through
+ *         malloc when not sampling). @since 1.0
+ */
+MEMPROF_API int memprof_report_alloc(uint64_t id, size_t size);
+
+/**
+ * @brief **memprof_report_free()** reports that a block reported by memprof_report_alloc()
+ * was freed. Tracked in the ACTIVE and STOPPED states.
+ * @return 1 if the block was sampled and is no longer live, 0 if it was not sampled;
+ *         `-EINVAL` if id >= 2^63. Thread-safe. @since 1.0
+ */
+MEMPROF_API int memprof_report_free(uint64_t id);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MEMPROF_RUNTIME_H */

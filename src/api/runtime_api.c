@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The public runtime API (include/memprof/runtime.h): frame-source registration and the
+ * custom-allocator reports, validated here and carried out by the core.
+ */
+#include "config.h"
+
+#include <errno.h>
+
+#include "core/engine.h"
+#include "core/sources.h"
+#include "memprof/runtime.h"
+
+int memprof_register_frame_source(const memprof_frame_source *source)
+{
+    return memprof__sources_register(source);
+}
+
+int memprof_unregister_frame_source(int source_id)
+{
+    return memprof__sources_unregister(source_id);
+}
+
+int memprof_report_alloc(uint64_t id, size_t size)
+{
+    if (id & MEMPROF_REPORT_KEY_BIT)
+        return -EINVAL;
+    return memprof__report_alloc(id | MEMPROF_REPORT_KEY_BIT, size);
+}
+
+int memprof_report_free(uint64_t id)
+{
+    if (id & MEMPROF_REPORT_KEY_BIT)
+        return -EINVAL;
+    return memprof__report_free(id | MEMPROF_REPORT_KEY_BIT);
+}

@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Stack resolution (stacks.h): native frames through the symbolizer, inlined frames
+ * expanded, runtime frames merged, results cached per stack id.
+ */
+#include "resolve/stacks.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/sources.h"
+#include "memprof/memprof.h"
+#include "resolve/strpool.h"
+#include "resolve/symbols.h"
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct memprof_rstack **cache; /* indexed by stack id */
+static size_t cache_cap;
+
+/* A growable frame list. */
+struct flist {
+    struct memprof_rframe *f;
+    unsigned n, cap;
+    bool oom;
+};
+
+static void push(struct flist *l, const struct memprof_rframe *f)
+{
+    if (l->n == l->cap) {
+        unsigned cap = l->cap ? l->cap * 2 : 64;
+        struct memprof_rframe *nf = realloc(l->f, cap * sizeof *nf);
+        if (!nf) {
+            l->oom = true;
+            return;
+        }
+        l->f = nf;
+        l->cap = cap;
+    }
+    l->f[l->n++] = *f;
+}
+
+/* Interpreter frames of one sample, resolved, innermost first. */
+struct rt_frames {
+    struct memprof_rframe *f;
+    uint32_t *rflags;
+    unsigned n;
+};
+
+static void resolve_runtime(const memprof_frame_source *src, const uintptr_t *ids, unsigned n,
+                            struct rt_frames *out)
+{
+    out->f = calloc(n ? n : 1, sizeof *out->f);
+    out->rflags = calloc(n ? n : 1, sizeof *out->rflags);
+    out->n = out->f && out->rflags ? n : 0;
+    for (unsigned i = 0; i < out->n; i++) {
+        memprof_runtime_frame rf = {.size = sizeof rf};
+        struct memprof_rframe *f = &out->f[i];
+        f->flags = MEMPROF_FRAME_RUNTIME;
+        if (src->resolve(src->ctx, (uint64_t)ids[i], &rf) == 0 && rf.function) {
+            f->function = memprof__strpool_intern(rf.function);
+            f->file = memprof__strpool_intern(rf.file);
+            f->line = rf.line;
+            out->rflags[i] = rf.flags;
+        } else {
+            f->function = "[unknown runtime frame]";
+            f->flags |= MEMPROF_FRAME_UNRESOLVED;
+        }
+    }
+}
+
+/* Appends the next group of interpreter frames (up to and including an ENTRY frame, or all
+ * of them when the source sets no ENTRY flags). */
+static void push_group(struct flist *l, const struct rt_frames *rt, unsigned *next, bool grouped)
+{
+    while (*next < rt->n) {
+        unsigned i = (*next)++;
+        push(l, &rt->f[i]);
+        if (grouped && (rt->rflags[i] & MEMPROF_RUNTIME_FRAME_ENTRY))
+            break;
+    }
+}
+
+static struct memprof_rstack *build(struct memprof_stacktab *st, const struct memprof_stack *s)
+{
+    const uintptr_t *frames = memprof__st_frames(st, s);
+    const memprof_frame_source *src = memprof__sources_get(s->source);
+    struct rt_frames rt = {0};
+    if (src)
+        resolve_runtime(src, frames + s->native_depth, s->depth - s->native_depth, &rt);
+    bool grouped = false;
+    for (unsigned i = 0; i < rt.n; i++)
+        grouped |= (rt.rflags[i] & MEMPROF_RUNTIME_FRAME_ENTRY) != 0;
+
+    struct flist l = {0};
+    unsigned next_rt = 0;
+    unsigned after_last_eval = 0; /* position just past the outermost eval frame's group */
+    bool eval_seen = false;
+    for (unsigned i = 0; i < s->native_depth; i++) {
+        const struct memprof_sym *sym = memprof__sym_get(frames[i]);
+        for (unsigned j = 0; j < sym->nframes; j++) {
+            const struct memprof_sym_frame *sf = &sym->frames[j];
+            if (src && src->is_eval_frame(src->ctx, sf->function, sym->module, frames[i])) {
+                /* Sandwich: this eval frame becomes its group of interpreter frames; without
+                 * groups the first eval frame takes them all and later ones are trimmed. */
+                push_group(&l, &rt, &next_rt, grouped);
+                eval_seen = true;
+                after_last_eval = l.n;
+                continue;
+            }
+            struct memprof_rframe f = {
+                .function = sf->function,
+                .file = sf->file,
+                .line = sf->line,
+                .module = sym->module,
+                .build_id = sym->build_id,
+                .address = frames[i],
+                .load_bias = sym->load_bias,
+                .sym_offset = j + 1 == sym->nframes ? sym->sym_offset : 0,
+                .flags = (sf->inlined ? MEMPROF_FRAME_INLINED : 0) |
+                         (sf->function ? 0 : MEMPROF_FRAME_UNRESOLVED),
+            };
+            push(&l, &f);
+        }
+    }
+    /* Interpreter frames not placed yet: the outer groups go right after the outermost eval
+     * frame's group; with no eval frame at all they are the callers of the whole native
+     * stack. */
+    unsigned at = eval_seen ? after_last_eval : l.n, extra = rt.n - next_rt;
+    for (unsigned k = 0; k < extra; k++)
+        push(&l, &rt.f[0]); /* make room */
+    if (!l.oom && extra) {
+        memmove(&l.f[at + extra], &l.f[at], (l.n - extra - at) * sizeof *l.f);
+        memcpy(&l.f[at], &rt.f[next_rt], extra * sizeof *l.f);
+    }
+    if (l.n && (s->flags & MEMPROF_STACK_TRUNCATED))
+        l.f[l.n - 1].flags |= MEMPROF_FRAME_TRUNCATED;
+    free(rt.f);
+    free(rt.rflags);
+    struct memprof_rstack *r = l.oom ? NULL : malloc(sizeof *r + l.n * sizeof *l.f);
+    if (r) {
+        r->n = l.n;
+        if (l.n)
+            memcpy(r->frames, l.f, l.n * sizeof *l.f);
+    }
+    free(l.f);
+    return r;
+}
+
+const struct memprof_rstack *memprof__resolve_stack(struct memprof_stacktab *st, uint32_t id)
+{
+    struct memprof_stack *s = memprof__st_get(st, id);
+    if (!s)
+        return NULL;
+    pthread_mutex_lock(&lock);
+    struct memprof_rstack *r = NULL;
+    if (id >= cache_cap) {
+        size_t cap = cache_cap ? cache_cap : 1024;
+        while (cap <= id)
+            cap *= 2;
+        struct memprof_rstack **nc = realloc(cache, cap * sizeof *nc);
+        if (!nc)
+            goto out;
+        memset(nc + cache_cap, 0, (cap - cache_cap) * sizeof *nc);
+        cache = nc;
+        cache_cap = cap;
+    }
+    if (!cache[id])
+        cache[id] = build(st, s);
+    r = cache[id];
+out:
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+const char *memprof__rframe_label(const struct memprof_rframe *f, char *buf, unsigned size)
+{
+    if (f->function)
+        return f->function;
+    if (f->module) {
+        const char *base = strrchr(f->module, '/');
+        snprintf(buf, size, "%s+0x%lx", base ? base + 1 : f->module,
+                 (unsigned long)(f->address - f->load_bias));
+    } else {
+        snprintf(buf, size, "[unknown]");
+    }
+    return buf;
+}
