@@ -21,7 +21,7 @@ int memprof_unregister_frame_source(int source_id)
     return memprof__sources_unregister(source_id);
 }
 
-int memprof_report_alloc(uint64_t id, size_t size)
+MEMPROF_SAMPLING_TEXT int memprof_report_alloc(uint64_t id, size_t size)
 {
     if (id & MEMPROF_REPORT_KEY_BIT)
         return -EINVAL;

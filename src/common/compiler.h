@@ -14,6 +14,10 @@
 /* Internal entry points shared between libmemprof.so and the preload plugin. They are
  * exported in the MEMPROF_PRIVATE version node and are not API. */
 #define MEMPROF_INTERNAL __attribute__((visibility("default")))
+/* Code that runs between an allocator hook and the stack capture is placed in this section,
+ * so capture can skip the profiler's own frames by address even when the engine is linked
+ * statically into a program (the linker provides __start_/__stop_ symbols for it). */
+#define MEMPROF_SAMPLING_TEXT __attribute__((section("memprof_sampling_text")))
 #define MEMPROF_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 #endif

@@ -34,6 +34,17 @@ void memprof__capture_add_own_range(uintptr_t lo, uintptr_t hi)
     }
 }
 
+/* Bounds of the memprof_sampling_text section in the object this file is linked into. */
+extern const char __start_memprof_sampling_text[] __attribute__((weak, visibility("hidden")));
+extern const char __stop_memprof_sampling_text[] __attribute__((weak, visibility("hidden")));
+
+void memprof__capture_add_own_sampling_text(void)
+{
+    if (__start_memprof_sampling_text && __stop_memprof_sampling_text)
+        memprof__capture_add_own_range((uintptr_t)__start_memprof_sampling_text,
+                                       (uintptr_t)__stop_memprof_sampling_text);
+}
+
 void memprof__capture_add_own_object(const void *addr)
 {
     uintptr_t lo, hi;
@@ -49,7 +60,7 @@ static bool is_own(uintptr_t pc)
     return false;
 }
 
-MEMPROF_NOINLINE unsigned memprof__capture_fp(uintptr_t *frames, unsigned max,
+MEMPROF_NOINLINE MEMPROF_SAMPLING_TEXT unsigned memprof__capture_fp(uintptr_t *frames, unsigned max,
                                               uintptr_t stack_top, bool *truncated)
 {
     *truncated = false;
@@ -90,7 +101,7 @@ bool memprof__capture_have_dwarf(void)
  * hook, and possibly a wrapper or two. */
 #define OWN_FRAMES_MARGIN 8
 
-static MEMPROF_NOINLINE unsigned capture_dwarf(uintptr_t *frames, unsigned max, bool *truncated)
+static MEMPROF_NOINLINE MEMPROF_SAMPLING_TEXT unsigned capture_dwarf(uintptr_t *frames, unsigned max, bool *truncated)
 {
     void *buf[MEMPROF_CAPTURE_MAX + OWN_FRAMES_MARGIN + 1];
     int want = (int)max + OWN_FRAMES_MARGIN + 1;
@@ -116,7 +127,7 @@ void memprof__capture_warm_up(void)
 #endif
 }
 
-unsigned memprof__capture(enum memprof_unwinder how, uintptr_t *frames, unsigned max,
+MEMPROF_SAMPLING_TEXT unsigned memprof__capture(enum memprof_unwinder how, uintptr_t *frames, unsigned max,
                           uintptr_t stack_top, bool *truncated)
 {
     if (max > MEMPROF_CAPTURE_MAX)

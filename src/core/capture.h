@@ -9,8 +9,9 @@
  * every frame address is checked against [the walker's own frame, the top of the thread's
  * stack) before it is read, must be aligned, and must strictly increase.
  *
- * Frames inside the profiler's own code (registered text ranges) at the leaf end are
- * skipped, so a stack starts at the caller of malloc.
+ * Frames inside the profiler's own code at the leaf end are skipped, so a stack starts at
+ * the caller of malloc: the engine's sampling path (its own ELF section, which works when the
+ * engine is linked statically too) and whole backend objects such as the preload plugin.
  */
 #ifndef MEMPROF_CORE_CAPTURE_H
 #define MEMPROF_CORE_CAPTURE_H
@@ -23,6 +24,8 @@
 /* Registers [lo, hi) as profiler code to skip at the leaf end of stacks (up to 8 ranges).
  * Not thread-safe against itself; call during initialisation. */
 void memprof__capture_add_own_range(uintptr_t lo, uintptr_t hi);
+/* Registers the engine's sampling path (MEMPROF_SAMPLING_TEXT) as profiler code. */
+void memprof__capture_add_own_sampling_text(void);
 /* Registers the text of the loaded object containing `addr` as profiler code. */
 void memprof__capture_add_own_object(const void *addr);
 

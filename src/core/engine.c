@@ -132,7 +132,7 @@ static void seed_thread(struct memprof_tls *t)
 
 /* The cold path proper. `key` 0 means the allocation failed: only the countdown moves.
  * Returns whether a sample was recorded. */
-static bool sample_slow(uint64_t key, size_t size)
+MEMPROF_SAMPLING_TEXT static bool sample_slow(uint64_t key, size_t size)
 {
     struct memprof_tls *t = &memprof__tls;
     if (t->guard) {
@@ -188,12 +188,12 @@ out:
     return sampled;
 }
 
-void memprof__alloc_slow(void *ptr, size_t size)
+MEMPROF_SAMPLING_TEXT void memprof__alloc_slow(void *ptr, size_t size)
 {
     sample_slow((uint64_t)(uintptr_t)ptr, size);
 }
 
-bool memprof__report_alloc(uint64_t key, size_t size)
+MEMPROF_SAMPLING_TEXT bool memprof__report_alloc(uint64_t key, size_t size)
 {
     return memprof__sampler_charge(size) && sample_slow(key, size);
 }
@@ -279,7 +279,7 @@ int memprof__engine_init(const struct memprof_engine_config *cfg)
     E.mapped_bytes = E.hm.nslots * sizeof(struct memprof_hm_slot) + E.bloom.nbits / 8 +
                      E.st.max_stacks * sizeof(struct memprof_stack) +
                      E.st.nbuckets * sizeof(uint32_t) + E.st.arena_cap * sizeof(uintptr_t);
-    memprof__engine_own_code((const void *)memprof__alloc_slow);
+    memprof__capture_add_own_sampling_text();
     if (E.unwinder == MEMPROF_UNWIND_DWARF)
         memprof__capture_warm_up();
     static _Atomic int atfork_done;

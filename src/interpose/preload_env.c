@@ -11,6 +11,8 @@
  *   MEMPROF_OUTPUT  profile written at exit; "%p" is replaced by the pid, "%%" by "%".
  *                   Unset: nothing is written. Ignored in set-uid/set-gid programs.
  *   MEMPROF_FORMAT  text or collapsed (default: from the file extension, else text).
+ *   MEMPROF_UNWIND  dwarf (default when built with libunwind) or fp (frame pointers:
+ *                   faster, but stacks stop at code built without frame pointers).
  *   MEMPROF_QUIET   1 silences every message.
  * A forked child that exits writes its own profile: to the %p expansion of its pid, or,
  * when the path has no %p, to "<path>.<pid>", so it never overwrites its parent's file.
@@ -175,8 +177,27 @@ void memprof__preload_configure(void)
     else if (out)
         strcpy(cfg.output, out);
 
+    const char *unwind = getenv("MEMPROF_UNWIND");
+    uint32_t unwinder = MEMPROF_UNWIND_DEFAULT;
+    if (unwind && !strcmp(unwind, "fp"))
+        unwinder = MEMPROF_UNWIND_FP;
+    else if (unwind && !strcmp(unwind, "dwarf"))
+        unwinder = MEMPROF_UNWIND_DWARF;
+    else if (unwind && *unwind)
+        say("memprof: ignoring MEMPROF_UNWIND='%s': expected dwarf or fp; using the default",
+            unwind);
+
     if (start) {
-        int rc = memprof_init(rate);
+        memprof_config c;
+        memprof_config_init(&c);
+        c.sampling_rate = rate;
+        c.unwinder = unwinder;
+        int rc = memprof_init_config(&c);
+        if (rc == -ENOTSUP) {
+            say("memprof: MEMPROF_UNWIND=dwarf is not available in this build; using fp");
+            c.unwinder = MEMPROF_UNWIND_FP;
+            rc = memprof_init_config(&c);
+        }
         if (rc == 0)
             rc = memprof_start();
         if (rc != 0 && rc != -EALREADY)
