@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A program that links libmemprof and runs under the LD_PRELOAD plugin, so the plugin's
+ * hooks and the program's API calls share one engine. Each mode (argv[1]) checks one
+ * behaviour through the public API, from inside the profiled process:
+ *
+ *   estimate-small-blocks   2000 x 50,000 B at rate 64 KiB: estimate within +-10 % of
+ *                           100,000,000 B while live, and under 5 % of it after freeing.
+ *   estimate-large-blocks   20 x 16 MiB at the default rate (argv[2]): within +-3 %.
+ *   free-after-stop         after memprof_stop(), freeing sampled blocks still removes their
+ *                           samples (live samples and the estimate drop back).
+ *   no-samples-after-stop   after memprof_stop(), new allocations are not sampled.
+ *   program-init            MEMPROF_START=0: the plugin leaves the engine uninitialised and
+ *                           idle; the program's memprof_init(65536) returns 0 and sets the
+ *                           rate, nothing is sampled before memprof_start(), which returns 0
+ *                           and starts sampling.
+ *   report-rate             prints the engine's sampling rate and state (the runner checks
+ *                           that a bad MEMPROF_RATE falls back to the default).
+ *
+ * Every mode first checks that malloc really is the plugin's (dladdr on the malloc the
+ * program calls), so a test cannot pass by running without the profiler.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <memprof/memprof.h>
+
+#include "itest.h"
+
+#define MAX_BLOCKS 2000
+
+static void *blocks[MAX_BLOCKS];
+
+void itest_allocate_blocks(size_t n, size_t size);
+void itest_free_blocks(size_t n);
+
+/* The allocating function the profiles name: n blocks of exactly `size` bytes. */
+__attribute__((noinline)) void itest_allocate_blocks(size_t n, size_t size)
+{
+    for (size_t i = 0; i < n; i++) {
+        blocks[i] = malloc(size);
+        CHECK(blocks[i] != NULL, "malloc(%zu) failed", size);
+        itest_touch(blocks[i], (unsigned char)i);
+    }
+}
+
+__attribute__((noinline)) void itest_free_blocks(size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(blocks[i]);
+        blocks[i] = NULL;
+    }
+}
+
+static memprof_stats stats(void)
+{
+    memprof_stats s;
+    memset(&s, 0, sizeof s);
+    s.size = sizeof s;
+    int rc = memprof_get_stats(&s);
+    CHECK(rc == 0, "memprof_get_stats: %s", memprof_strerror(rc));
+    return s;
+}
+
+/* Estimated live bytes and live samples of a fresh snapshot. */
+static uint64_t estimate(size_t *samples)
+{
+    memprof_snapshot *snap = NULL;
+    int rc = memprof_get_snapshot(&snap);
+    CHECK(rc == 0 && snap, "memprof_get_snapshot: %s", memprof_strerror(rc));
+    uint64_t bytes = memprof_snapshot_estimated_bytes(snap);
+    if (samples)
+        *samples = memprof_snapshot_live_samples(snap);
+    memprof_free_snapshot(snap);
+    return bytes;
+}
+
+/* The malloc this program calls must be the plugin's. */
+static void require_preload(void)
+{
+    void *(*volatile m)(size_t) = malloc;
+    Dl_info info;
+    CHECK(dladdr((void *)m, &info) && info.dli_fname, "dladdr(malloc) failed");
+    CHECK(strstr(info.dli_fname, "libmemprof-preload") != NULL,
+          "malloc comes from %s, not from the preload plugin: is LD_PRELOAD set?",
+          info.dli_fname);
+}
+
+static void require_state(uint32_t state)
+{
+    memprof_stats s = stats();
+    CHECK(s.state == state, "engine state is %" PRIu32 ", expected %" PRIu32, s.state, state);
+}
+
+static void check_within(const char *what, uint64_t got, double truth, double tolerance)
+{
+    double rel = ((double)got - truth) / truth;
+    printf("%s: estimate %" PRIu64 " B, truth %.0f B, error %+.2f %% (allowed +-%.0f %%)\n", what,
+           got, truth, rel * 100.0, tolerance * 100.0);
+    CHECK(rel <= tolerance && rel >= -tolerance, "%s: estimate off by %+.2f %%", what,
+          rel * 100.0);
+}
+
+static int estimate_small_blocks(void)
+{
+    require_state(MEMPROF_STATE_ACTIVE);
+    CHECK(stats().sampling_rate == 65536, "run with MEMPROF_RATE=65536");
+    itest_allocate_blocks(2000, 50000);
+    size_t samples;
+    uint64_t live = estimate(&samples);
+    printf("%zu live samples\n", samples);
+    check_within("2000 x 50000 B live", live, 1e8, 0.10);
+    itest_free_blocks(2000);
+    uint64_t after = estimate(&samples);
+    printf("after free: estimate %" PRIu64 " B from %zu live samples\n", after, samples);
+    CHECK(after < 5000000, "after freeing, %" PRIu64 " B are still estimated live", after);
+    return 0;
+}
+
+static int estimate_large_blocks(uint64_t default_rate)
+{
+    require_state(MEMPROF_STATE_ACTIVE);
+    CHECK(stats().sampling_rate == default_rate, "sampling rate %" PRIu64 ", expected %" PRIu64,
+          stats().sampling_rate, default_rate);
+    const size_t size = (size_t)16 << 20; /* exactly 16 MiB */
+    itest_allocate_blocks(20, size);
+    size_t samples;
+    uint64_t live = estimate(&samples);
+    printf("%zu live samples\n", samples);
+    check_within("20 x 16 MiB live", live, 20.0 * (double)size, 0.03);
+    itest_free_blocks(20);
+    return 0;
+}
+
+static int free_after_stop(void)
+{
+    require_state(MEMPROF_STATE_ACTIVE);
+    memprof_stats s0 = stats();
+    itest_allocate_blocks(2000, 50000);
+    memprof_stats s1 = stats();
+    uint64_t ours = s1.live_samples - s0.live_samples;
+    CHECK(ours >= 500, "only %" PRIu64 " of 2000 blocks sampled at rate %" PRIu64, ours,
+          s1.sampling_rate);
+    int rc = memprof_stop();
+    CHECK(rc == 0, "memprof_stop: %s", memprof_strerror(rc));
+    require_state(MEMPROF_STATE_STOPPED);
+    itest_free_blocks(2000);
+    memprof_stats s2 = stats();
+    printf("live samples: %" PRIu64 " before, %" PRIu64 " with blocks, %" PRIu64
+           " after stop+free; freed samples +%" PRIu64 "\n",
+           s0.live_samples, s1.live_samples, s2.live_samples,
+           s2.freed_samples - s1.freed_samples);
+    CHECK(s2.live_samples <= s0.live_samples,
+          "%" PRIu64 " samples still live after freeing every sampled block",
+          s2.live_samples - s0.live_samples);
+    CHECK(s2.freed_samples - s1.freed_samples >= ours, "frees after stop were not counted");
+    uint64_t after = estimate(NULL);
+    CHECK(after < 5000000, "after stop+free, %" PRIu64 " B are still estimated live", after);
+    return 0;
+}
+
+static int no_samples_after_stop(void)
+{
+    require_state(MEMPROF_STATE_ACTIVE);
+    int rc = memprof_stop();
+    CHECK(rc == 0, "memprof_stop: %s", memprof_strerror(rc));
+    memprof_stats s0 = stats();
+    itest_allocate_blocks(2000, 50000);
+    memprof_stats s1 = stats();
+    printf("total samples %" PRIu64 " before, %" PRIu64 " after 2000 allocations\n",
+           s0.total_samples, s1.total_samples);
+    CHECK(s1.total_samples == s0.total_samples, "%" PRIu64 " allocations sampled while stopped",
+          s1.total_samples - s0.total_samples);
+    itest_free_blocks(2000);
+    return 0;
+}
+
+static int program_init(void)
+{
+    require_state(MEMPROF_STATE_UNINITIALIZED);
+    /* Allocations before init must pass through untouched. */
+    itest_allocate_blocks(100, 50000);
+    itest_free_blocks(100);
+    require_state(MEMPROF_STATE_UNINITIALIZED);
+
+    int rc = memprof_init(65536);
+    CHECK(rc == 0, "memprof_init(65536) = %d (%s)", rc, memprof_strerror(rc));
+    memprof_stats s = stats();
+    CHECK(s.state == MEMPROF_STATE_INITIALIZED, "state %" PRIu32 " after init", s.state);
+    CHECK(s.sampling_rate == 65536, "sampling rate %" PRIu64 " after memprof_init(65536)",
+          s.sampling_rate);
+
+    itest_allocate_blocks(200, 50000);
+    CHECK(stats().total_samples == 0, "allocations sampled before memprof_start()");
+    itest_free_blocks(200);
+
+    rc = memprof_start();
+    CHECK(rc == 0, "memprof_start() = %d (%s)", rc, memprof_strerror(rc));
+    require_state(MEMPROF_STATE_ACTIVE);
+    itest_allocate_blocks(2000, 50000);
+    s = stats();
+    CHECK(s.total_samples > 0, "nothing sampled after memprof_start()");
+    check_within("2000 x 50000 B live", estimate(NULL), 1e8, 0.10);
+    itest_free_blocks(2000);
+
+    rc = memprof_init(4096);
+    CHECK(rc == -EALREADY, "second memprof_init() = %d, expected -EALREADY", rc);
+    CHECK(stats().sampling_rate == 65536, "a refused memprof_init() changed the rate");
+    return 0;
+}
+
+static int report_rate(void)
+{
+    memprof_stats s = stats();
+    printf("sampling_rate=%" PRIu64 " state=%" PRIu32 "\n", s.sampling_rate, s.state);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s MODE [DEFAULT_RATE]\n", argv[0]);
+        return 2;
+    }
+    require_preload();
+    const char *mode = argv[1];
+    if (!strcmp(mode, "estimate-small-blocks"))
+        return estimate_small_blocks();
+    if (!strcmp(mode, "estimate-large-blocks") && argc > 2)
+        return estimate_large_blocks(strtoull(argv[2], NULL, 10));
+    if (!strcmp(mode, "free-after-stop"))
+        return free_after_stop();
+    if (!strcmp(mode, "no-samples-after-stop"))
+        return no_samples_after_stop();
+    if (!strcmp(mode, "program-init"))
+        return program_init();
+    if (!strcmp(mode, "report-rate"))
+        return report_rate();
+    fprintf(stderr, "unknown mode %s\n", mode);
+    return 2;
+}

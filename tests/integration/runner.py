@@ -1,0 +1,397 @@
+# SPDX-License-Identifier: MIT
+#
+# The runner of the integration tests that need more than one process or look at files:
+# it starts real programs with and without the preload plugin, with chosen MEMPROF_*
+# variables, in a fresh temporary directory, and checks their output, exit status, stderr
+# and the profile files they write. It also installs the build into a scratch DESTDIR and
+# builds a consumer from the installed tree with pkg-config. Each subcommand checks one
+# behaviour; meson.build names the tests. Exit status: 0 pass, 1 fail, 77 skip.
+#
+# Run by Debian's /usr/bin/python3 (standard library only). The runner itself is never
+# preloaded: the plugin path is an argument and only the child processes get LD_PRELOAD.
+import argparse
+import fcntl
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+def clean_env(extra=None):
+    """The environment without any profiler variable, plus `extra`."""
+    env = {k: v for k, v in os.environ.items()
+           if k != "LD_PRELOAD" and not k.startswith("MEMPROF_")}
+    env.update(extra or {})
+    return env
+
+
+def run(cmd, env, stdin=None, cwd=None, timeout=60):
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, env=env, input=stdin, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, cwd=cwd, timeout=timeout)
+    p.elapsed = time.monotonic() - t0
+    return p
+
+
+def show(label, p):
+    print("--- %s: exit %d, %.2f s, %d bytes stdout" % (label, p.returncode, p.elapsed,
+                                                      len(p.stdout)))
+    if p.stderr:
+        print("    stderr: %s" % p.stderr.decode(errors="replace").rstrip()[:2000])
+
+
+def env_pairs(pairs):
+    out = {}
+    for kv in pairs or []:
+        k, _, v = kv.partition("=")
+        out[k] = v
+    return out
+
+
+def first_diff(a, b):
+    al, bl = a.decode(errors="replace").splitlines(), b.decode(errors="replace").splitlines()
+    for i, (x, y) in enumerate(zip(al, bl)):
+        if x != y:
+            return "line %d: %r != %r" % (i + 1, x, y)
+    return "lengths %d and %d lines" % (len(al), len(bl))
+
+
+def profile_header_ok(path):
+    with open(path, "rb") as f:
+        return f.read(10) == b"libmemprof"
+
+
+# ---- same behaviour with and without the plugin -----------------------------------------
+
+def same_output(preload, cmd, extra_env, stdin=None, cwd=None):
+    """Runs cmd plain and preloaded; same stdout, stderr and exit status. The preloaded run
+    also writes a profile, which proves that the plugin was really loaded."""
+    with tempfile.TemporaryDirectory(prefix="memprof-integ-") as tmp:
+        base = clean_env(extra_env.get("common"))
+        plain = run(cmd, base, stdin=stdin, cwd=cwd)
+        show("without the profiler", plain)
+        prof_path = os.path.join(tmp, "profile.txt")
+        penv = dict(base, LD_PRELOAD=preload, MEMPROF_OUTPUT=prof_path)
+        penv.update(extra_env.get("preload", {}))
+        pre = run(cmd, penv, stdin=stdin, cwd=cwd)
+        show("under the preload plugin (%s)" % " ".join(
+            "%s=%s" % kv for kv in sorted(extra_env.get("preload", {}).items())), pre)
+        check(plain.returncode == 0, "the program fails even without the profiler")
+        check(pre.returncode == plain.returncode,
+              "exit status %d under the profiler, %d without" % (pre.returncode,
+                                                                  plain.returncode))
+        check(pre.stdout == plain.stdout,
+              "stdout differs under the profiler: " + first_diff(plain.stdout, pre.stdout))
+        check(pre.stderr == plain.stderr,
+              "stderr differs under the profiler: " + first_diff(plain.stderr, pre.stderr))
+        check(os.path.exists(prof_path) and profile_header_ok(prof_path),
+              "the preloaded run wrote no profile: was the plugin loaded?")
+        with open(prof_path, errors="replace") as f:
+            print("profile of the preloaded run:\n    " + "\n    ".join(f.read().splitlines()[:6]))
+        tail = plain.stdout.decode(errors="replace").splitlines()[-3:]
+        print("identical output, last lines:\n    " + "\n    ".join(tail))
+
+
+def cmd_same_output(a):
+    same_output(a.preload, a.cmd, {"preload": env_pairs(a.env)})
+
+
+def cmd_sort(a):
+    sort = shutil.which("sort", path="/usr/bin:/bin")
+    if not sort:
+        print("sort is not installed")
+        return SKIP
+    # 150,000 deterministic lines: a key field that repeats, a numeric field, a payload.
+    lines = []
+    x = 12345
+    for i in range(150000):
+        x = (x * 1103515245 + 12345) % 2147483648
+        lines.append("k%05d,%d,%s\n" % (x % 40000, (x >> 8) % 100000, "p" * (x % 50)))
+    data = "".join(lines).encode()
+    common = {"LC_ALL": "C"}
+    # Sorting by two keys, with a small buffer so sort also merges temporary files.
+    with tempfile.TemporaryDirectory(prefix="memprof-sort-") as tmp:
+        same_output(a.preload, [sort, "-t,", "-k2,2n", "-k1,1", "-S", "2M", "-T", tmp],
+                    {"common": common, "preload": env_pairs(a.env)}, stdin=data)
+
+
+SQL = """
+CREATE TABLE t(id INTEGER PRIMARY KEY, k TEXT, v INTEGER, payload TEXT);
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 60000)
+INSERT INTO t(k, v, payload)
+  SELECT 'key' || (i * 7919 % 5003), (i * 2654435761) % 1000003, printf('%.*c', i % 200, 'x')
+  FROM n;
+CREATE INDEX t_k ON t(k);
+SELECT count(*), sum(v), sum(length(payload)) FROM t;
+SELECT k, count(*), max(v), min(v) FROM t GROUP BY k ORDER BY count(*) DESC, k LIMIT 5;
+UPDATE t SET payload = payload || payload WHERE v % 3 = 0;
+DELETE FROM t WHERE v % 5 = 0;
+SELECT count(*), sum(length(payload)), group_concat(k, '') IS NOT NULL FROM t;
+SELECT k, v FROM t ORDER BY payload DESC, v LIMIT 3;
+"""
+
+
+def cmd_sqlite3(a):
+    sqlite3 = shutil.which("sqlite3", path="/usr/bin:/bin")
+    if not sqlite3:
+        print("sqlite3 is not installed")
+        return SKIP
+    same_output(a.preload, [sqlite3, "-batch", ":memory:"], {"preload": env_pairs(a.env)},
+                stdin=SQL.encode())
+
+
+# ---- the exit-time profile ----------------------------------------------------------------
+
+def profiled_run(a, tmp, output, extra=None):
+    env = clean_env(dict(LD_PRELOAD=a.preload, MEMPROF_OUTPUT=output, **(extra or {})))
+    old = os.umask(0)  # the file must be 0600 whatever the umask
+    try:
+        p = run([a.program] + (a.args or []), env, cwd=tmp)
+    finally:
+        os.umask(old)
+    show(os.path.basename(a.program), p)
+    check(p.returncode == 0, "the program failed under the profiler")
+    check(p.stderr == b"", "unexpected messages on stderr")
+    return p
+
+
+def cmd_text_profile(a):
+    with tempfile.TemporaryDirectory(prefix="memprof-text-") as tmp:
+        p = profiled_run(a, tmp, os.path.join(tmp, "prof.%p.txt"))
+        m = re.match(rb"pid (\d+)$", p.stdout.strip())
+        check(m, "the program did not print its pid")
+        pid = int(m.group(1))
+        files = sorted(os.listdir(tmp))
+        print("files written: %s" % files)
+        check(files == ["prof.%d.txt" % pid],
+              "expected exactly prof.%d.txt (%%p replaced by the pid), found %s" % (pid, files))
+        path = os.path.join(tmp, files[0])
+        mode = stat.S_IMODE(os.lstat(path).st_mode)
+        check(mode == 0o600, "profile mode is %o, expected 600 (umask was 0)" % mode)
+        text = open(path, errors="replace").read()
+        print(text)
+        check(text.startswith("libmemprof"), "not a text profile")
+        top = [ln for ln in text.splitlines() if re.match(r"\s*1\.\s", ln)]
+        check(top, "no top site (a line starting with '1.') in the profile")
+        check(re.search(r"\b%s\b" % re.escape(a.function), top[0]),
+              "the top site is %r, expected it to name %s" % (top[0].strip(), a.function))
+
+
+def cmd_collapsed_profile(a):
+    with tempfile.TemporaryDirectory(prefix="memprof-folded-") as tmp:
+        name = a.file_name or "prof.folded"
+        extra = {"MEMPROF_FORMAT": a.format} if a.format else {}
+        profiled_run(a, tmp, os.path.join(tmp, name), extra)
+        path = os.path.join(tmp, name)
+        check(os.path.exists(path), "no profile at %s (found %s)" % (name, os.listdir(tmp)))
+        lines = open(path, errors="replace").read().splitlines()
+        print("\n".join(lines[:20]))
+        check(lines, "empty collapsed profile")
+        bad = [ln for ln in lines if not re.match(r"^\S.* \d+$", ln)]
+        check(not bad, "lines that are not 'frames value': %r" % bad[:3])
+        want = re.compile(r"(^|;)main;(.*;)?%s \d+$" % re.escape(a.function))
+        hits = [ln for ln in lines if want.search(ln)]
+        check(hits, "no stack 'main;...;%s <bytes>' in the profile" % a.function)
+        total = sum(int(ln.rsplit(" ", 1)[1]) for ln in hits)
+        print("stacks through main to %s: %d, %d bytes" % (a.function, len(hits), total))
+        check(total >= a.min_bytes, "those stacks hold %d bytes, expected at least %d"
+              % (total, a.min_bytes))
+
+
+# ---- environment parsing --------------------------------------------------------------------
+
+def cmd_rate_env(a):
+    env = clean_env(dict(LD_PRELOAD=a.preload, MEMPROF_RATE=a.value))
+    if a.quiet:
+        env["MEMPROF_QUIET"] = "1"
+    p = run([a.program, "report-rate"], env)
+    show("MEMPROF_RATE=%r%s" % (a.value, " MEMPROF_QUIET=1" if a.quiet else ""), p)
+    print("stdout: " + p.stdout.decode(errors="replace").strip())
+    check(p.returncode == 0, "the program failed")
+    check(p.stdout.strip() == ("sampling_rate=%d state=%d" % (a.expect_rate, 2)).encode(),
+          "expected an active engine at rate %d" % a.expect_rate)
+    err = p.stderr.decode(errors="replace").splitlines()
+    if a.quiet or not a.expect_warning:
+        check(not err, "expected nothing on stderr, got %r" % err)
+    else:
+        check(len(err) == 1, "expected exactly one line on stderr, got %d: %r" % (len(err), err))
+        check("MEMPROF_RATE" in err[0], "the message does not name MEMPROF_RATE: %r" % err[0])
+
+
+# ---- fork -------------------------------------------------------------------------------------
+
+def cmd_fork_profiles(a):
+    with tempfile.TemporaryDirectory(prefix="memprof-fork-") as tmp:
+        p = profiled_run(a, tmp, os.path.join(tmp, "prof.txt"))
+        m = re.match(rb"parent (\d+) child (\d+)$", p.stdout.strip())
+        check(m, "unexpected output %r" % p.stdout)
+        parent, child = int(m.group(1)), int(m.group(2))
+        files = sorted(os.listdir(tmp))
+        print("files written: %s" % files)
+        check(files == sorted(["prof.txt", "prof.txt.%d" % child]),
+              "expected prof.txt (parent) and prof.txt.%d (child), found %s" % (child, files))
+        ptext = open(os.path.join(tmp, "prof.txt"), errors="replace").read()
+        ctext = open(os.path.join(tmp, "prof.txt.%d" % child), errors="replace").read()
+        print("parent %d:\n%s\nchild %d:\n%s" % (parent, ptext, child, ctext))
+        for who, text in (("parent", ptext), ("child", ctext)):
+            check(text.startswith("libmemprof"), "the %s's file is not a text profile" % who)
+        check("itest_child_hold" in ctext, "the child's profile does not show its own blocks")
+        check("itest_child_hold" not in ptext,
+              "the parent's profile shows blocks the child allocated after fork")
+        check("itest_parent_hold" in ptext, "the parent's profile misses its own blocks")
+
+
+# ---- the installed tree -------------------------------------------------------------------------
+
+def cmd_installed(a):
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    pkg_config = shutil.which("pkg-config")
+    if not cc or not pkg_config:
+        print("needs cc and pkg-config (found %s, %s)" % (cc, pkg_config))
+        return SKIP
+    with tempfile.TemporaryDirectory(prefix="memprof-install-") as tmp:
+        dest = os.path.join(tmp, "dest")
+        # The build is complete when tests run: install without rebuilding. Two of these
+        # tests may run at once; meson install writes the build dir's install log, so take
+        # turns.
+        with open(os.path.join(a.builddir, "meson-private", "integ-install.lock"), "w") as lk:
+            fcntl.flock(lk, fcntl.LOCK_EX)
+            p = run([a.meson, "install", "-C", a.builddir, "--no-rebuild", "--quiet",
+                     "--destdir", dest], clean_env(), timeout=120)
+        show("meson install --destdir", p)
+        check(p.returncode == 0, "meson install failed:\n" + p.stdout.decode(errors="replace"))
+        pcs = [os.path.join(d, f) for d, _, fs in os.walk(dest) for f in fs if f == "memprof.pc"]
+        check(len(pcs) == 1, "expected one installed memprof.pc, found %s" % pcs)
+        env = clean_env({
+            "PKG_CONFIG_LIBDIR": os.path.dirname(pcs[0]),  # only the installed tree
+            "PKG_CONFIG_PATH": os.path.dirname(pcs[0]),
+            "PKG_CONFIG_SYSROOT_DIR": dest,
+            "PKG_CONFIG_ALLOW_SYSTEM_CFLAGS": "1",  # keep -I/-L even for a /usr prefix
+            "PKG_CONFIG_ALLOW_SYSTEM_LIBS": "1",
+        })
+        flags = run([pkg_config, "--cflags", "--libs", "memprof"], env)
+        check(flags.returncode == 0, "pkg-config --cflags --libs memprof failed: %s"
+              % flags.stderr.decode(errors="replace"))
+        flags = flags.stdout.decode().split()
+        print("pkg-config --cflags --libs memprof: %s" % " ".join(flags))
+        libdirs = [f[2:] for f in flags if f.startswith("-L")]
+        check(libdirs and all(d.startswith(dest) for d in libdirs),
+              "the -L flags do not point into the installed tree: %s" % flags)
+        exe = os.path.join(tmp, "consumer")
+        p = run([cc, "-Wall", "-Wextra", "-Werror", "-o", exe, a.consumer] + flags, env)
+        show("cc consumer.c $(pkg-config --cflags --libs memprof)", p)
+        check(p.returncode == 0, "the consumer does not compile against the installed tree")
+        renv = clean_env({"LD_LIBRARY_PATH": ":".join(libdirs)})
+        plugin = None
+        if a.with_preload:
+            plugins = [os.path.join(d, f) for d, _, fs in os.walk(dest)
+                       for f in fs if f == "libmemprof-preload.so"]
+            check(len(plugins) == 1, "expected one installed preload plugin, found %s"
+                  % plugins)
+            plugin = plugins[0]
+            print("installed plugin: %s" % plugin[len(dest):])
+            renv.update(LD_PRELOAD=plugin, MEMPROF_RATE="4096")
+        p = run([exe], renv)
+        show("consumer", p)
+        out = p.stdout.decode(errors="replace")
+        print(out)
+        check(p.returncode == 0 and not p.stderr, "the consumer failed")
+        vals = dict(ln.split("=", 1) for ln in out.splitlines() if "=" in ln
+                    and not ln.startswith("mapped="))
+        mapped = {ln[7:] for ln in out.splitlines() if ln.startswith("mapped=")}
+        check(vals.get("version") == a.version, "version %r, expected %r"
+              % (vals.get("version"), a.version))
+        check(mapped and all(m.startswith(dest) for m in mapped),
+              "libmemprof objects mapped from outside the installed tree: %s" % mapped)
+        if a.with_preload:
+            check(plugin in mapped, "the installed plugin is not mapped")
+            check(vals.get("state_before_init") == "2", "the installed plugin did not start")
+            check(vals.get("init") == str(-114), "memprof_init() under the started plugin "
+                  "should return -EALREADY (-114)")
+            check(vals.get("stats") == "0 rate=4096 state=2",
+                  "expected the plugin's rate 4096 and an active engine")
+        else:
+            check(vals.get("state_before_init") == "0", "engine initialised before init")
+            check(vals.get("init") == "0", "memprof_init(65536) failed")
+            check(vals.get("stats") == "0 rate=65536 state=1",
+                  "expected rate 65536 in state INITIALIZED")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("same-output", help="same stdout/stderr/status with the plugin")
+    s.add_argument("--preload", required=True)
+    s.add_argument("--env", action="append", help="K=V for the preloaded run")
+    s.add_argument("cmd", nargs="+")
+    s.set_defaults(func=cmd_same_output)
+
+    for name, func in (("sort", cmd_sort), ("sqlite3", cmd_sqlite3)):
+        s = sub.add_parser(name, help="Debian's %s, same output with the plugin" % name)
+        s.add_argument("--preload", required=True)
+        s.add_argument("--env", action="append")
+        s.set_defaults(func=func)
+
+    for name, func in (("text-profile", cmd_text_profile),
+                       ("collapsed-profile", cmd_collapsed_profile),
+                       ("fork-profiles", cmd_fork_profiles)):
+        s = sub.add_parser(name)
+        s.add_argument("--preload", required=True)
+        s.add_argument("--program", required=True)
+        s.add_argument("--function")
+        s.add_argument("--file-name")
+        s.add_argument("--format")
+        s.add_argument("--min-bytes", type=int, default=0)
+        s.add_argument("args", nargs="*")
+        s.set_defaults(func=func)
+
+    s = sub.add_parser("rate-env")
+    s.add_argument("--preload", required=True)
+    s.add_argument("--program", required=True)
+    s.add_argument("--value", required=True)
+    s.add_argument("--expect-rate", type=int, required=True)
+    s.add_argument("--expect-warning", action="store_true")
+    s.add_argument("--quiet", action="store_true")
+    s.set_defaults(func=cmd_rate_env)
+
+    s = sub.add_parser("installed")
+    s.add_argument("--meson", required=True)
+    s.add_argument("--builddir", required=True)
+    s.add_argument("--consumer", required=True)
+    s.add_argument("--version", required=True)
+    s.add_argument("--with-preload", action="store_true")
+    s.set_defaults(func=cmd_installed)
+
+    a = ap.parse_args()
+    try:
+        rc = a.func(a)
+    except Failure as e:
+        print("FAIL: %s" % e)
+        return 1
+    except subprocess.TimeoutExpired as e:
+        print("FAIL: timed out: %s" % " ".join(map(str, e.cmd)))
+        return 1
+    if rc == SKIP:
+        return SKIP
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
