@@ -135,9 +135,11 @@ static const char *main_program_path(void)
     return path;
 }
 
-/* ---- ELF symbol tables (the fallback back end) ------------------------------------------ */
+/* ---- function symbol indexes -------------------------------------------------------------- */
 
-#if !HAVE_LIBDW
+/* A module's function symbols sorted by address, built once per module: libdw's own
+ * address-to-symbol lookup scans the whole table on every call, far too slow for the
+ * hundreds of thousands of addresses a big profile holds. Addresses are file (unbiased). */
 struct func_sym {
     uintptr_t start, size;
     const char *name;
@@ -158,9 +160,11 @@ static int by_start(const void *a, const void *b)
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
+#if !HAVE_LIBDW
 /* Reads the function symbols of an ELF file (.symtab if present, else .dynsym). */
-static void load_symtab(struct symtab *t)
+static void load_symtab(struct symtab *t, const void *mod)
 {
+    (void)mod;
     int fd = open(t->path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0)
@@ -205,8 +209,38 @@ static void load_symtab(struct symtab *t)
 out:
     munmap((void *)map, len);
 }
+#else
+/* Reads a module's function symbols through libdw, which also finds separate debug files
+ * and MiniDebugInfo. */
+static void load_symtab(struct symtab *t, const void *mod)
+{
+    Dwfl_Module *m = (Dwfl_Module *)mod;
+    int nsyms = dwfl_module_getsymtab(m);
+    Dwarf_Addr bias = 0;
+    if (nsyms <= 0 || !dwfl_module_getelf(m, &bias))
+        return;
+    t->syms = calloc((size_t)nsyms, sizeof *t->syms);
+    if (!t->syms)
+        return;
+    size_t n = 0;
+    for (int i = 0; i < nsyms; i++) {
+        GElf_Sym sym;
+        GElf_Addr addr;
+        const char *name = dwfl_module_getsym_info(m, i, &sym, &addr, NULL, NULL, NULL);
+        int type = GELF_ST_TYPE(sym.st_info);
+        if (!name || !*name || addr == 0 || (type != STT_FUNC && type != STT_GNU_IFUNC))
+            continue;
+        t->syms[n++] = (struct func_sym){addr - bias, sym.st_size, demangle(name)};
+    }
+    t->n = n;
+    qsort(t->syms, n, sizeof *t->syms, by_start);
+}
+#endif
 
-static const char *symtab_lookup(const char *path, uintptr_t vaddr, uintptr_t *offset)
+/* Looks vaddr (a file address) up in the index of module `path`; `mod` is what the back
+ * end needs to build the index. */
+static const char *symtab_lookup(const char *path, const void *mod, uintptr_t vaddr,
+                                 uintptr_t *offset)
 {
     struct symtab *t = symtabs;
     while (t && t->path != path)
@@ -215,7 +249,7 @@ static const char *symtab_lookup(const char *path, uintptr_t vaddr, uintptr_t *o
         if (!(t = calloc(1, sizeof *t)))
             return NULL;
         t->path = path;
-        load_symtab(t);
+        load_symtab(t, mod);
         t->next = symtabs;
         symtabs = t;
     }
@@ -236,7 +270,6 @@ static const char *symtab_lookup(const char *path, uintptr_t vaddr, uintptr_t *o
     *offset = vaddr - f->start;
     return f->name;
 }
-#endif
 
 /* ---- libdw back end ----------------------------------------------------------------------- */
 
@@ -283,7 +316,108 @@ static const char *die_name(Dwarf_Die *die)
     return demangle(name);
 }
 
-/* Fills frames (innermost first) from the DWARF scopes at addr. Returns the count. */
+/* ---- per-CU function scope index --------------------------------------------------------
+ * dwarf_getscopes() walks a compilation unit's DIE tree from its root on every call. With a
+ * large CU and many addresses that dominates symbolization, so each CU's function scopes
+ * (subprograms and inlined subroutines with their address ranges and nesting depth) are
+ * collected once and searched per address instead. */
+
+struct scope {
+    Dwarf_Addr lo, hi;
+    Dwarf_Die die;
+    unsigned depth;
+};
+
+struct cu_index {
+    Dwarf *dbg;
+    Dwarf_Off off;
+    struct scope *v;
+    size_t n, cap;
+    struct cu_index *next;
+};
+
+#define CU_BUCKETS 1024
+static struct cu_index *cu_buckets[CU_BUCKETS];
+
+static void add_scope(struct cu_index *cu, Dwarf_Die *die, unsigned depth)
+{
+    ptrdiff_t off = 0;
+    Dwarf_Addr base, lo, hi;
+    while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
+        if (cu->n == cu->cap) {
+            size_t cap = cu->cap ? cu->cap * 2 : 64;
+            struct scope *v = realloc(cu->v, cap * sizeof *v);
+            if (!v)
+                return;
+            cu->v = v;
+            cu->cap = cap;
+        }
+        cu->v[cu->n++] = (struct scope){lo, hi, *die, depth};
+    }
+}
+
+static void walk_scopes(struct cu_index *cu, Dwarf_Die *first, unsigned depth)
+{
+    Dwarf_Die die = *first;
+    do {
+        int tag = dwarf_tag(&die);
+        if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine)
+            add_scope(cu, &die, depth);
+        /* Functions and inlined code nest inside these; nothing else holds code. */
+        bool descend = tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
+                       tag == DW_TAG_lexical_block || tag == DW_TAG_namespace ||
+                       tag == DW_TAG_class_type || tag == DW_TAG_structure_type ||
+                       tag == DW_TAG_union_type || tag == DW_TAG_module;
+        Dwarf_Die child;
+        if (descend && depth < 64 && dwarf_child(&die, &child) == 0)
+            walk_scopes(cu, &child, depth + 1);
+    } while (dwarf_siblingof(&die, &die) == 0);
+}
+
+static struct cu_index *cu_index_get(Dwarf_Die *cudie)
+{
+    Dwarf *dbg = dwarf_cu_getdwarf(cudie->cu);
+    Dwarf_Off off = dwarf_dieoffset(cudie);
+    size_t b = (size_t)(memprof__mix64(off ^ (uint64_t)(uintptr_t)dbg) & (CU_BUCKETS - 1));
+    for (struct cu_index *c = cu_buckets[b]; c; c = c->next)
+        if (c->dbg == dbg && c->off == off)
+            return c;
+    struct cu_index *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->dbg = dbg;
+    c->off = off;
+    Dwarf_Die child;
+    if (dwarf_child(cudie, &child) == 0)
+        walk_scopes(c, &child, 1);
+    c->next = cu_buckets[b];
+    cu_buckets[b] = c;
+    return c;
+}
+
+/* The function scopes containing addr, innermost first. Returns the count. */
+static unsigned scopes_at(struct cu_index *cu, Dwarf_Addr addr, Dwarf_Die *out, unsigned max)
+{
+    struct scope *hits[MAX_INLINE_DEPTH];
+    unsigned n = 0;
+    for (size_t i = 0; i < cu->n && n < MAX_INLINE_DEPTH; i++)
+        if (addr >= cu->v[i].lo && addr < cu->v[i].hi)
+            hits[n++] = &cu->v[i];
+    /* Deepest first (insertion sort: a handful of entries). */
+    for (unsigned i = 1; i < n; i++)
+        for (unsigned j = i; j > 0 && hits[j]->depth > hits[j - 1]->depth; j--) {
+            struct scope *t = hits[j];
+            hits[j] = hits[j - 1];
+            hits[j - 1] = t;
+        }
+    unsigned k = 0;
+    for (; k < n && k < max; k++)
+        out[k] = hits[k]->die;
+    return k;
+}
+
+/* Fills frames (innermost first) from the DWARF scopes at addr; symname is the symbol-table
+ * name of the function (already interned), used for the outermost frame. Returns the count. */
 static unsigned dwarf_frames(Dwfl_Module *mod, Dwarf_Addr addr, const char *symname,
                              struct memprof_sym_frame *frames, unsigned max)
 {
@@ -295,13 +429,14 @@ static unsigned dwarf_frames(Dwfl_Module *mod, Dwarf_Addr addr, const char *symn
     unsigned n = 0;
     Dwarf_Addr bias;
     Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias);
-    Dwarf_Die *scopes = NULL;
-    int nscopes = cu ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
+    struct cu_index *index = cu ? cu_index_get(cu) : NULL;
+    Dwarf_Die scopes[MAX_INLINE_DEPTH];
+    unsigned nscopes = index ? scopes_at(index, addr - bias, scopes, MAX_INLINE_DEPTH) : 0;
     Dwarf_Files *files = NULL;
     size_t nfiles = 0;
     if (cu)
         dwarf_getsrcfiles(cu, &files, &nfiles);
-    for (int i = 0; i < nscopes && n < max; i++) {
+    for (unsigned i = 0; i < nscopes && n < max; i++) {
         int tag = dwarf_tag(&scopes[i]);
         if (tag == DW_TAG_inlined_subroutine) {
             frames[n++] = (struct memprof_sym_frame){die_name(&scopes[i]),
@@ -317,18 +452,17 @@ static unsigned dwarf_frames(Dwfl_Module *mod, Dwarf_Addr addr, const char *symn
             line = dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &attr), &cline) == 0
                        ? (int)cline
                        : 0;
-        } else if (tag == DW_TAG_subprogram) {
-            const char *name = symname ? demangle(symname) : die_name(&scopes[i]);
+        } else {
+            const char *name = symname ? symname : die_name(&scopes[i]);
             frames[n++] = (struct memprof_sym_frame){name, memprof__strpool_intern(file),
                                                      (uint32_t)(line > 0 ? line : 0), false};
             break;
         }
     }
-    free(scopes);
     if (n == 0 || frames[n - 1].inlined) {
         /* No DWARF function scope (no debug info, or a gap): the symbol table's name. */
         if (n < max)
-            frames[n++] = (struct memprof_sym_frame){demangle(symname),
+            frames[n++] = (struct memprof_sym_frame){symname,
                                                      memprof__strpool_intern(file),
                                                      (uint32_t)(line > 0 ? line : 0), false};
     }
@@ -351,15 +485,16 @@ static struct memprof_sym *resolve(uintptr_t pc)
     dwfl_refresh();
     Dwfl_Module *mod = dwfl ? dwfl_addrmodule(dwfl, lookup) : NULL;
     if (mod) {
-        GElf_Off off = 0;
-        GElf_Sym sym;
-        const char *symname = dwfl_module_addrinfo(mod, lookup, &off, &sym, NULL, NULL, NULL);
-        sym_offset = symname ? (uintptr_t)off + 1 : 0;
+        Dwarf_Addr bias = 0;
+        dwfl_module_getelf(mod, &bias);
+        uintptr_t off = 0;
+        const char *symname = path ? symtab_lookup(path, mod, lookup - bias, &off) : NULL;
+        sym_offset = symname ? off + 1 : 0;
         n = dwarf_frames(mod, lookup, symname, frames, MAX_INLINE_DEPTH);
     }
 #else
     if (path) {
-        const char *name = symtab_lookup(path, lookup - q.bias, &sym_offset);
+        const char *name = symtab_lookup(path, NULL, lookup - q.bias, &sym_offset);
         if (name) {
             frames[n++] = (struct memprof_sym_frame){name, NULL, 0, false};
             sym_offset += 1;
