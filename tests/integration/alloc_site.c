@@ -4,8 +4,9 @@
  * exit-time profile (MEMPROF_OUTPUT): main calls itest_hold_blocks(), which allocates
  * 64 x 1 MiB and keeps the blocks live until exit, and itest_churn(), which allocates and
  * frees small blocks (noise that must not show as live). It prints "pid <pid>" so the
- * runner can check the %p substitution in the profile's file name. It does not link
- * libmemprof: it is profiled only through LD_PRELOAD.
+ * runner can check the %p substitution in the profile's file name, and exits with the
+ * status given as argv[1] (default 0), so the runner can check that the exit-time profile
+ * never changes it. It does not link libmemprof: it is profiled only through LD_PRELOAD.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,10 +39,11 @@ __attribute__((noinline)) void itest_churn(void)
     }
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int status = argc > 1 ? atoi(argv[1]) : 0;
     itest_hold_blocks();
     itest_churn();
     printf("pid %d\n", (int)getpid());
-    return 0; /* the blocks stay live: the profile is written after this */
+    return status; /* the blocks stay live: the profile is written after this */
 }

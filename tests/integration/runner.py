@@ -86,7 +86,9 @@ def same_output(preload, cmd, extra_env, stdin=None, cwd=None):
         plain = run(cmd, base, stdin=stdin, cwd=cwd)
         show("without the profiler", plain)
         prof_path = os.path.join(tmp, "profile.txt")
-        penv = dict(base, LD_PRELOAD=preload, MEMPROF_OUTPUT=prof_path)
+        # The plugin goes first; another allocator preloaded by both runs comes after it.
+        chain = " ".join(x for x in (preload, base.get("LD_PRELOAD")) if x)
+        penv = dict(base, LD_PRELOAD=chain, MEMPROF_OUTPUT=prof_path)
         penv.update(extra_env.get("preload", {}))
         pre = run(cmd, penv, stdin=stdin, cwd=cwd)
         show("under the preload plugin (%s)" % " ".join(
@@ -128,6 +130,19 @@ def cmd_sort(a):
     with tempfile.TemporaryDirectory(prefix="memprof-sort-") as tmp:
         same_output(a.preload, [sort, "-t,", "-k2,2n", "-k1,1", "-S", "2M", "-T", tmp],
                     {"common": common, "preload": env_pairs(a.env)}, stdin=data)
+
+
+def cmd_jemalloc(a):
+    libs = [os.path.join(d, "libjemalloc.so.2") for d in
+            ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")]
+    libs = [x for x in libs if os.path.exists(x)]
+    if not libs:
+        print("libjemalloc.so.2 is not installed (Debian package libjemalloc2)")
+        return SKIP
+    # jemalloc has no pvalloc: glibc's would allocate from glibc's heap and jemalloc's free
+    # would crash the program, profiled or not. The workload calls valloc instead.
+    same_output(a.preload, a.cmd + ["no-pvalloc"],
+                {"common": {"LD_PRELOAD": libs[0]}, "preload": env_pairs(a.env)})
 
 
 SQL = """
@@ -213,24 +228,68 @@ def cmd_collapsed_profile(a):
               % (total, a.min_bytes))
 
 
+def cmd_no_output(a):
+    """Without MEMPROF_OUTPUT the plugin samples but writes and prints nothing."""
+    with tempfile.TemporaryDirectory(prefix="memprof-none-") as tmp:
+        env = clean_env(dict(LD_PRELOAD=a.preload, MEMPROF_RATE="4096"))
+        p = run([a.program], env, cwd=tmp)
+        show(os.path.basename(a.program), p)
+        check(p.returncode == 0, "the program failed under the profiler")
+        check(re.match(rb"pid \d+$", p.stdout.strip()), "unexpected stdout %r" % p.stdout)
+        check(p.stderr == b"", "the plugin printed %r" % p.stderr)
+        check(os.listdir(tmp) == [], "files appeared: %s" % os.listdir(tmp))
+
+
+def cmd_symlink_output(a):
+    """A MEMPROF_OUTPUT that is a symlink is replaced, never written through."""
+    with tempfile.TemporaryDirectory(prefix="memprof-link-") as tmp:
+        victim = os.path.join(tmp, "victim")
+        with open(victim, "w") as f:
+            f.write("precious\n")
+        link = os.path.join(tmp, "prof.txt")
+        os.symlink(victim, link)
+        profiled_run(a, tmp, link)
+        with open(victim) as f:
+            check(f.read() == "precious\n", "the profile was written through the symlink")
+        check(not os.path.islink(link), "prof.txt is still the symlink: no profile written")
+        check(profile_header_ok(link), "prof.txt is not a text profile")
+        print("the link was replaced by the profile; its target is untouched")
+
+
+def cmd_unwritable_output(a):
+    """A profile that cannot be written: one line on stderr, the exit status is kept."""
+    with tempfile.TemporaryDirectory(prefix="memprof-unwritable-") as tmp:
+        target = os.path.join(tmp, "no-such-dir", "prof.txt")
+        env = clean_env(dict(LD_PRELOAD=a.preload, MEMPROF_OUTPUT=target))
+        p = run([a.program, "3"], env, cwd=tmp)
+        show(os.path.basename(a.program), p)
+        err = p.stderr.decode(errors="replace").splitlines()
+        check(p.returncode == 3, "exit status %d, the program exits with 3" % p.returncode)
+        check(len(err) == 1, "expected one line on stderr, got %r" % err)
+        check(target in err[0], "the message does not name the path: %r" % err[0])
+
+
 # ---- environment parsing --------------------------------------------------------------------
 
-def cmd_rate_env(a):
-    env = clean_env(dict(LD_PRELOAD=a.preload, MEMPROF_RATE=a.value))
+def cmd_env_value(a):
+    """One MEMPROF_* variable set to a value: the engine's rate and state as expected, and
+    stderr either empty or exactly one line naming the variable."""
+    env = clean_env({a.var: a.value, "LD_PRELOAD": a.preload})
     if a.quiet:
         env["MEMPROF_QUIET"] = "1"
     p = run([a.program, "report-rate"], env)
-    show("MEMPROF_RATE=%r%s" % (a.value, " MEMPROF_QUIET=1" if a.quiet else ""), p)
+    show("%s=%r%s" % (a.var, a.value, " MEMPROF_QUIET=1" if a.quiet else ""), p)
     print("stdout: " + p.stdout.decode(errors="replace").strip())
     check(p.returncode == 0, "the program failed")
-    check(p.stdout.strip() == ("sampling_rate=%d state=%d" % (a.expect_rate, 2)).encode(),
-          "expected an active engine at rate %d" % a.expect_rate)
+    check(p.stdout.strip() == ("sampling_rate=%d state=%d" % (a.expect_rate, a.expect_state)
+                               ).encode(),
+          "expected rate %d and state %d" % (a.expect_rate, a.expect_state))
     err = p.stderr.decode(errors="replace").splitlines()
     if a.quiet or not a.expect_warning:
         check(not err, "expected nothing on stderr, got %r" % err)
     else:
         check(len(err) == 1, "expected exactly one line on stderr, got %d: %r" % (len(err), err))
-        check("MEMPROF_RATE" in err[0], "the message does not name MEMPROF_RATE: %r" % err[0])
+        check(a.var in err[0], "the message does not name %s: %r" % (a.var, err[0]))
 
 
 # ---- fork -------------------------------------------------------------------------------------
@@ -342,15 +401,20 @@ def main():
     s.add_argument("cmd", nargs="+")
     s.set_defaults(func=cmd_same_output)
 
-    for name, func in (("sort", cmd_sort), ("sqlite3", cmd_sqlite3)):
-        s = sub.add_parser(name, help="Debian's %s, same output with the plugin" % name)
+    for name, func in (("sort", cmd_sort), ("sqlite3", cmd_sqlite3),
+                       ("jemalloc", cmd_jemalloc)):
+        s = sub.add_parser(name, help="same output with the plugin: %s" % name)
         s.add_argument("--preload", required=True)
         s.add_argument("--env", action="append")
+        s.add_argument("cmd", nargs="*")
         s.set_defaults(func=func)
 
     for name, func in (("text-profile", cmd_text_profile),
                        ("collapsed-profile", cmd_collapsed_profile),
-                       ("fork-profiles", cmd_fork_profiles)):
+                       ("fork-profiles", cmd_fork_profiles),
+                       ("no-output", cmd_no_output),
+                       ("symlink-output", cmd_symlink_output),
+                       ("unwritable-output", cmd_unwritable_output)):
         s = sub.add_parser(name)
         s.add_argument("--preload", required=True)
         s.add_argument("--program", required=True)
@@ -361,14 +425,16 @@ def main():
         s.add_argument("args", nargs="*")
         s.set_defaults(func=func)
 
-    s = sub.add_parser("rate-env")
+    s = sub.add_parser("env-value")
     s.add_argument("--preload", required=True)
     s.add_argument("--program", required=True)
+    s.add_argument("--var", required=True)
     s.add_argument("--value", required=True)
     s.add_argument("--expect-rate", type=int, required=True)
+    s.add_argument("--expect-state", type=int, default=2)
     s.add_argument("--expect-warning", action="store_true")
     s.add_argument("--quiet", action="store_true")
-    s.set_defaults(func=cmd_rate_env)
+    s.set_defaults(func=cmd_env_value)
 
     s = sub.add_parser("installed")
     s.add_argument("--meson", required=True)

@@ -11,7 +11,9 @@
  * The output (per-thread operation counts and content checksums) depends only on the
  * seeds, never on addresses or on the heap's layout, so the runner can
  * require the same stdout and exit status with and without the profiler. The exit status is
- * 1 if any invariant (alignment, usable size, contents, errno) was violated.
+ * 1 if any invariant (alignment, usable size, contents, errno) was violated. With the
+ * argument "no-pvalloc" it calls valloc where it would call pvalloc, for allocators such as
+ * jemalloc that do not define pvalloc (glibc's would then allocate from glibc's heap).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -45,6 +47,7 @@ struct worker {
 
 static struct worker workers[THREADS];
 static size_t page_size;
+static int no_pvalloc; /* argv[1] "no-pvalloc": for allocators without pvalloc (jemalloc) */
 
 static uint64_t next_rand(struct worker *w)
 {
@@ -197,7 +200,7 @@ static void allocate(struct worker *w, struct block *b)
             check_aligned(w, p, page_size, n);
         break;
     default:
-        p = pvalloc(n);
+        p = no_pvalloc ? valloc((n + page_size - 1) / page_size * page_size) : pvalloc(n);
         if (p) {
             n = (n + page_size - 1) / page_size * page_size;
             check_aligned(w, p, page_size, n);
@@ -266,8 +269,9 @@ static void *run(void *arg)
     return NULL;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    no_pvalloc = argc > 1 && !strcmp(argv[1], "no-pvalloc");
     page_size = (size_t)sysconf(_SC_PAGESIZE);
     pthread_t tids[THREADS];
     for (unsigned i = 0; i < THREADS; i++) {
