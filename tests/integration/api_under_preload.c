@@ -6,7 +6,11 @@
  *
  *   estimate-small-blocks   2000 x 50,000 B at rate 64 KiB: estimate within +-10 % of
  *                           100,000,000 B while live, and under 5 % of it after freeing.
- *   estimate-large-blocks   20 x 16 MiB at the default rate (argv[2]): within +-3 %.
+ *   estimate-large-blocks   20 x 16 MiB at the default rate (argv[2]): within +-3 %, and
+ *                           every sample records exactly 16 MiB (no 24-bit clamp).
+ *   huge-block-exact-size   one untouched block of 4 GiB + 12,345 B: its sample records the
+ *                           exact size and the estimate is within 1 % (skipped if the
+ *                           system refuses the allocation).
  *   free-after-stop         after memprof_stop(), freeing sampled blocks still removes their
  *                           samples (live samples and the estimate drop back).
  *   no-samples-after-stop   after memprof_stop(), new allocations are not sampled.
@@ -81,6 +85,34 @@ static uint64_t estimate(size_t *samples)
     return bytes;
 }
 
+/* How many live samples of a fresh snapshot have exactly `bytes` bytes, and how many have
+ * a size in [lo, hi] other than that (a clamped or truncated size). */
+static size_t samples_of_size(uint64_t bytes, uint64_t lo, uint64_t hi, size_t *wrong)
+{
+    memprof_snapshot *snap = NULL;
+    int rc = memprof_get_snapshot(&snap);
+    CHECK(rc == 0 && snap, "memprof_get_snapshot: %s", memprof_strerror(rc));
+    size_t exact = 0, n = memprof_snapshot_live_samples(snap);
+    *wrong = 0;
+    for (size_t i = 0; i < n; i++) {
+        memprof_sample_info si;
+        memset(&si, 0, sizeof si);
+        si.size = sizeof si;
+        rc = memprof_snapshot_sample(snap, i, &si);
+        CHECK(rc == 0, "memprof_snapshot_sample(%zu): %s", i, memprof_strerror(rc));
+        if (si.bytes == bytes)
+            exact++;
+        else if (si.bytes >= lo && si.bytes <= hi) {
+            if (*wrong == 0)
+                printf("sample of %" PRIu64 " B where %" PRIu64 " B were allocated\n", si.bytes,
+                       bytes);
+            ++*wrong;
+        }
+    }
+    memprof_free_snapshot(snap);
+    return exact;
+}
+
 /* The malloc this program calls must be the plugin's. */
 static void require_preload(void)
 {
@@ -134,7 +166,36 @@ static int estimate_large_blocks(uint64_t default_rate)
     uint64_t live = estimate(&samples);
     printf("%zu live samples\n", samples);
     check_within("20 x 16 MiB live", live, 20.0 * (double)size, 0.03);
+    /* p(16 MiB) = 1 - exp(-32) at 512 KiB: all 20 are sampled, with their exact size. */
+    size_t wrong, exact = samples_of_size(size, size / 2, size * 2, &wrong);
+    printf("%zu samples of exactly 16 MiB, %zu of another size near it\n", exact, wrong);
+    CHECK(wrong == 0, "%zu samples record a wrong size (clamped or rounded)", wrong);
+    CHECK(exact >= 19, "only %zu of the 20 blocks of 16 MiB are sampled", exact);
     itest_free_blocks(20);
+    return 0;
+}
+
+/* One block of 4 GiB + 12,345 B (above 2^32, so 32-bit sizes would wrap), not touched. */
+static int huge_block_exact_size(void)
+{
+    require_state(MEMPROF_STATE_ACTIVE);
+    const uint64_t size = ((uint64_t)4 << 30) + 12345;
+    if (size > SIZE_MAX) {
+        printf("size_t is too small for this test\n");
+        return ITEST_SKIP;
+    }
+    void *p = malloc((size_t)size);
+    if (!p) {
+        printf("cannot allocate %" PRIu64 " B here (overcommit limits): skipped\n", size);
+        return ITEST_SKIP;
+    }
+    size_t wrong, exact = samples_of_size(size, 1 << 20, UINT64_MAX, &wrong);
+    uint64_t live = estimate(NULL);
+    free(p);
+    printf("%zu samples of exactly %" PRIu64 " B, %zu of another large size\n", exact, size,
+           wrong);
+    CHECK(exact == 1 && wrong == 0, "the block's sample does not record its exact size");
+    check_within("one block of 4 GiB + 12345 B", live, (double)size, 0.01);
     return 0;
 }
 
@@ -234,6 +295,8 @@ int main(int argc, char **argv)
         return estimate_small_blocks();
     if (!strcmp(mode, "estimate-large-blocks") && argc > 2)
         return estimate_large_blocks(strtoull(argv[2], NULL, 10));
+    if (!strcmp(mode, "huge-block-exact-size"))
+        return huge_block_exact_size();
     if (!strcmp(mode, "free-after-stop"))
         return free_after_stop();
     if (!strcmp(mode, "no-samples-after-stop"))

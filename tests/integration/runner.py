@@ -328,7 +328,7 @@ def cmd_installed(a):
         # The build is complete when tests run: install without rebuilding. Two of these
         # tests may run at once; meson install writes the build dir's install log, so take
         # turns.
-        with open(os.path.join(a.builddir, "meson-private", "integ-install.lock"), "w") as lk:
+        with open(a.lock, "w") as lk:
             fcntl.flock(lk, fcntl.LOCK_EX)
             p = run([a.meson, "install", "-C", a.builddir, "--no-rebuild", "--quiet",
                      "--destdir", dest], clean_env(), timeout=120)
@@ -439,6 +439,7 @@ def main():
     s = sub.add_parser("installed")
     s.add_argument("--meson", required=True)
     s.add_argument("--builddir", required=True)
+    s.add_argument("--lock", required=True, help="a lock file: one meson install at a time")
     s.add_argument("--consumer", required=True)
     s.add_argument("--version", required=True)
     s.add_argument("--with-preload", action="store_true")
