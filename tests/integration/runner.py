@@ -33,9 +33,9 @@ def check(cond, msg):
 
 
 def clean_env(extra=None):
-    """The environment without any profiler variable, plus `extra`."""
+    """The environment without any profiler or Python variable, plus `extra`."""
     env = {k: v for k, v in os.environ.items()
-           if k != "LD_PRELOAD" and not k.startswith("MEMPROF_")}
+           if k != "LD_PRELOAD" and not k.startswith(("MEMPROF_", "PYTHON"))}
     env.update(extra or {})
     return env
 
@@ -110,7 +110,8 @@ def same_output(preload, cmd, extra_env, stdin=None, cwd=None):
 
 
 def cmd_same_output(a):
-    same_output(a.preload, a.cmd, {"preload": env_pairs(a.env)})
+    same_output(a.preload, a.cmd, {"preload": env_pairs(a.env),
+                                   "common": env_pairs(a.common_env)})
 
 
 def cmd_sort(a):
@@ -398,6 +399,7 @@ def main():
     s = sub.add_parser("same-output", help="same stdout/stderr/status with the plugin")
     s.add_argument("--preload", required=True)
     s.add_argument("--env", action="append", help="K=V for the preloaded run")
+    s.add_argument("--common-env", action="append", help="K=V for both runs")
     s.add_argument("cmd", nargs="+")
     s.set_defaults(func=cmd_same_output)
 
