@@ -16,6 +16,9 @@
  *                           frees every block, it is under 5 % of that.
  *   free-after-stop         after memprof_stop(), freeing sampled blocks still removes their
  *                           samples (live samples and the estimate drop back).
+ *   shutdown-keeps-program-working  after memprof_shutdown(), blocks sampled before it are
+ *                           freed and new ones allocated without harm; snapshot, init and start
+ *                           return -ESHUTDOWN, and the exit-time hook copes.
  *   no-samples-after-stop   after memprof_stop(), new allocations are not sampled.
  *   program-init            MEMPROF_START=0: the plugin leaves the engine uninitialised and
  *                           idle; the program's memprof_init(65536) returns 0 and sets the
@@ -236,6 +239,30 @@ static int threads_cross_thread_free(void)
     return 0;
 }
 
+static int shutdown_keeps_program_working(void)
+{
+    require_state(MEMPROF_STATE_ACTIVE);
+    itest_allocate_blocks(2000, 50000);
+    CHECK(stats().live_samples > 0, "nothing sampled at rate %" PRIu64, stats().sampling_rate);
+    memprof_shutdown();
+    require_state(MEMPROF_STATE_SHUTDOWN);
+    memprof_snapshot *snap = NULL;
+    int rc = memprof_get_snapshot(&snap);
+    CHECK(rc == -ESHUTDOWN && snap == NULL, "memprof_get_snapshot after shutdown = %d", rc);
+    /* Blocks sampled before shutdown are freed after it; the hooks keep forwarding. */
+    itest_free_blocks(2000);
+    itest_allocate_blocks(2000, 50000);
+    itest_free_blocks(2000);
+    rc = memprof_init(65536);
+    CHECK(rc == -ESHUTDOWN, "memprof_init after shutdown = %d, expected -ESHUTDOWN", rc);
+    rc = memprof_start();
+    CHECK(rc == -ESHUTDOWN, "memprof_start after shutdown = %d, expected -ESHUTDOWN", rc);
+    memprof_shutdown(); /* harmless twice */
+    require_state(MEMPROF_STATE_SHUTDOWN);
+    printf("the program kept allocating and freeing after memprof_shutdown()\n");
+    return 0;
+}
+
 static int free_after_stop(void)
 {
     require_state(MEMPROF_STATE_ACTIVE);
@@ -336,6 +363,8 @@ int main(int argc, char **argv)
         return huge_block_exact_size();
     if (!strcmp(mode, "threads-cross-thread-free"))
         return threads_cross_thread_free();
+    if (!strcmp(mode, "shutdown-keeps-program-working"))
+        return shutdown_keeps_program_working();
     if (!strcmp(mode, "free-after-stop"))
         return free_after_stop();
     if (!strcmp(mode, "no-samples-after-stop"))

@@ -229,6 +229,30 @@ def cmd_collapsed_profile(a):
               % (total, a.min_bytes))
 
 
+UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def estimated_live(text):
+    m = re.search(r"Estimated live heap: ([0-9.]+) (B|KiB|MiB|GiB|TiB)", text)
+    check(m, "no 'Estimated live heap' line in the profile")
+    return float(m.group(1)) * UNITS[m.group(2)]
+
+
+def cmd_dlopen_profile(a):
+    """A profile whose call site is in a dlopen'ed module (loaded or already unloaded)."""
+    with tempfile.TemporaryDirectory(prefix="memprof-dlopen-") as tmp:
+        path = os.path.join(tmp, "prof.txt")
+        profiled_run(a, tmp, path)
+        check(os.path.exists(path), "no profile written")
+        text = open(path, errors="replace").read()
+        print(text)
+        live = estimated_live(text)
+        check(live >= 16 << 20, "estimated live heap %.0f B, the module holds 32 MiB" % live)
+        if a.function:
+            top = [ln for ln in text.splitlines() if re.match(r"\s*1\.\s", ln)]
+            check(top and a.function in top[0], "the top site does not name %s" % a.function)
+
+
 def cmd_no_output(a):
     """Without MEMPROF_OUTPUT the plugin samples but writes and prints nothing."""
     with tempfile.TemporaryDirectory(prefix="memprof-none-") as tmp:
@@ -415,6 +439,7 @@ def main():
                        ("collapsed-profile", cmd_collapsed_profile),
                        ("fork-profiles", cmd_fork_profiles),
                        ("no-output", cmd_no_output),
+                       ("dlopen-profile", cmd_dlopen_profile),
                        ("symlink-output", cmd_symlink_output),
                        ("unwritable-output", cmd_unwritable_output)):
         s = sub.add_parser(name)
