@@ -198,14 +198,23 @@ static memprof_format format_from_path(const char *path)
 
 static int write_format(const memprof_snapshot *s, memprof_format format, FILE *out)
 {
+    struct memprof_profile *p;
+    int rc = memprof__profile_from_snapshot(s, &p);
+    if (rc)
+        return rc;
     switch (format) {
     case MEMPROF_FORMAT_TEXT:
-        return memprof__export_text(s, out, 20);
+        rc = memprof__export_text(p, out, 20);
+        break;
     case MEMPROF_FORMAT_COLLAPSED:
-        return memprof__export_collapsed(s, out);
+        rc = memprof__export_collapsed(p, out, MEMPROF_VALUE_INUSE_SPACE);
+        break;
     default:
-        return -ENOTSUP;
+        rc = -ENOTSUP;
+        break;
     }
+    memprof__profile_free(p);
+    return rc;
 }
 
 int memprof_snapshot_write(const memprof_snapshot *snapshot, const char *path,
@@ -241,8 +250,6 @@ int memprof_snapshot_write(const memprof_snapshot *snapshot, const char *path,
             rc = -errno;
         if (fclose(f) != 0 && rc == 0)
             rc = -errno;
-        if (rc == -1)
-            rc = -EIO;
         if (rc == 0 && rename(tmp, path) != 0)
             rc = -errno;
         if (rc != 0)

@@ -2,42 +2,51 @@
 /*
  * The collapsed-stacks writer ("root;caller;leaf value" per line), the input of
  * flamegraph.pl, inferno, speedscope and most flame-graph tools. Frame labels are bare
- * function names so tools merge equal frames; the value is the estimated live bytes.
+ * function names so tools merge equal frames; the value is the last space-separated field.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 
 #include "export/export.h"
-#include "resolve/stacks.h"
 
 /* Separators inside a label would split or end the frame: replace them. */
-static void sanitize(char *label)
+static void put_label(const char *label, FILE *out)
 {
-    for (char *p = label; *p; p++)
-        if (*p == ';' || *p == '\n' || *p == '\r')
-            *p = '_';
+    for (const char *c = label; *c; c++)
+        fputc(*c == ';' || *c == '\n' || *c == '\r' ? '_' : *c, out);
 }
 
-int memprof__export_collapsed(const struct memprof_snapshot *s, FILE *out)
+static uint64_t value_of(const struct memprof_pstack *st, enum memprof_value v)
 {
-    for (size_t i = 0; i < s->nsites; i++) {
-        const struct memprof_snap_site *site = &s->sites[i];
-        uint64_t value = memprof__est_round(site->live.bytes);
+    switch (v) {
+    case MEMPROF_VALUE_ALLOC_SPACE:
+        return st->alloc_space;
+    case MEMPROF_VALUE_INUSE_OBJECTS:
+        return st->inuse_objects;
+    case MEMPROF_VALUE_ALLOC_OBJECTS:
+        return st->alloc_objects;
+    default:
+        return st->inuse_space;
+    }
+}
+
+int memprof__export_collapsed(const struct memprof_profile *p, FILE *out, enum memprof_value v)
+{
+    for (size_t i = 0; i < p->nstacks; i++) {
+        const struct memprof_pstack *st = &p->stacks[i];
+        uint64_t value = value_of(st, v);
         if (value == 0)
             continue;
-        const struct memprof_rstack *r = memprof__resolve_stack(s->stacks, site->stack_id);
-        unsigned depth = r ? r->n : 0;
-        if (site->stack_id == MEMPROF_STACK_OVERFLOW_ID || depth == 0)
-            fputs(site->stack_id == MEMPROF_STACK_OVERFLOW_ID ? "[stack table full]" : "[unknown]",
-                  out);
-        for (unsigned j = depth; j-- > 0;) {
-            char buf[512], label[512];
-            snprintf(label, sizeof label, "%s",
-                     memprof__rframe_label(&r->frames[j], buf, sizeof buf));
-            sanitize(label);
-            fprintf(out, "%s%s", j + 1 == depth ? "" : ";", label);
+        if (st->nframes == 0)
+            fputs("[no stack]", out);
+        for (unsigned j = st->nframes; j-- > 0;) {
+            char buf[512];
+            if (j + 1 != st->nframes)
+                fputc(';', out);
+            put_label(memprof__pframe_label(&p->frames[st->frames[j]], buf, sizeof buf), out);
         }
         fprintf(out, " %" PRIu64 "\n", value);
     }
-    return ferror(out) ? -1 : 0;
+    return ferror(out) ? -EIO : 0;
 }
