@@ -5,8 +5,10 @@
 # status). It builds nested dicts and lists, round-trips them through json, joins, splits
 # and sorts strings, and grows and shrinks containers, then prints counts and a SHA-256 of
 # the canonical JSON, which depend only on this script (no set or hash ordering is printed).
+# The optional argument is the number of rounds (default 6).
 import hashlib
 import json
+import sys
 
 
 def build_records(n):
@@ -40,9 +42,10 @@ def churn(records):
 
 
 def main():
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 6
     digest = hashlib.sha256()
     total_words = 0
-    for rnd in range(6):
+    for rnd in range(rounds):
         records = build_records(12000 + rnd * 1000)
         index, text, words, buf = churn(records)
         digest.update(text.encode())
