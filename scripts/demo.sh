@@ -83,7 +83,8 @@ fi
 shopt -s nullglob
 children=("$profile".*)
 if [[ ${#children[@]} -gt 0 ]]; then
-    memprof_log "${#children[@]} profile(s) of forked child processes: ${children[*]#"$root"/}"
+    memprof_log "${#children[@]} forked child process(es) wrote their own profile:" \
+        "${build}/demo-profile.txt.PID"
 fi
 memprof_log "program exit status: $rc"
 exit "$rc"
