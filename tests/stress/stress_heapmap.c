@@ -196,7 +196,10 @@ static void *work(void *arg)
             if (res != MEMPROF_HM_NOT_FOUND)
                 error(w, "phantom key found", key, res);
         } else {
-            birth_race(w);
+            if (w->nmine < MAX_MINE - 1)
+                birth_race(w);
+            else
+                remove_live(w, take_own(w));
         }
     }
     /* Nobody hands out keys any more: free what was handed to us. */
