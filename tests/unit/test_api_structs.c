@@ -147,15 +147,17 @@ static void test_init_config_rejects_invalid_configs(void)
     EXPECT_REJECTED(b.c.max_stacks = 15);
     EXPECT_REJECTED(b.c.max_stacks = MEMPROF_HM_MAX_STACK);
     EXPECT_REJECTED(b.c.max_stacks = UINT64_MAX);
-    EXPECT_REJECTED(b.c.max_frames = MEMPROF_STACK_MAX_DEPTH + 1);
+    EXPECT_REJECTED(b.c.max_frames = 257); /* the header says: at most 256 */
     EXPECT_REJECTED(b.c.max_frames = UINT32_MAX);
     EXPECT_REJECTED(b.c.flags = 1);
     EXPECT_REJECTED(b.c.flags = 0x80000000u);
+    EXPECT_REJECTED(b.c.unwinder = MEMPROF_UNWIND_DWARF + 1);
+    EXPECT_REJECTED(b.c.reserved0 = 1);
     /* A newer caller's struct whose unknown fields are set: refused, not ignored. */
     EXPECT_REJECTED(b.c.size = sizeof b; b.tail[0] = 1);
     EXPECT_REJECTED(b.c.size = sizeof b; b.tail[sizeof b.tail - 1] = 0x80);
 #undef EXPECT_REJECTED
-    EXPECT_EQ(n, 16);
+    EXPECT_EQ(n, 18);
     /* The same larger struct with a zero tail is fine. */
     memset(&b, 0, sizeof b);
     memprof_config_init(&b.c);
@@ -174,7 +176,7 @@ static void test_init_config_accepts_boundary_values(void)
     memprof_config_init(&c);
     c.sampling_rate = (uint64_t)1 << 40;
     c.max_stacks = MEMPROF_HM_MAX_STACK - 1;
-    c.max_frames = MEMPROF_STACK_MAX_DEPTH;
+    c.max_frames = 256;
     c.heap_map_capacity = 4096;
     CHECK_EQ(memprof_init_config(&c), 0);
     memprof_stats s = {.size = sizeof s};

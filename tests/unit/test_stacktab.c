@@ -29,8 +29,7 @@ static bool record_is(struct memprof_stacktab *st, uint32_t id, const uintptr_t 
 {
     struct memprof_stack *s = memprof__st_get(st, id);
     return s && s->depth == depth &&
-           memcmp(memprof__st_frames(st, s), frames, depth * sizeof *frames) == 0 &&
-           s->hash == memprof__st_hash(frames, depth);
+           memcmp(memprof__st_frames(st, s), frames, depth * sizeof *frames) == 0;
 }
 
 static void test_identical_stacks_share_one_id(void)
@@ -191,21 +190,29 @@ static void test_full_table_returns_overflow_id_and_counts(void)
 
 static void test_full_frame_arena_returns_overflow_id(void)
 {
-    /* 16 stacks reserve room for 16 x 32 frames: two stacks of 256 frames fill it. */
+    /* The frame arena is sized for an average depth; two stacks of half its size fill it,
+     * and a third stack overflows although ids remain. */
     struct memprof_stacktab st;
     CHECK_EQ(memprof__st_init(&st, 16), 0);
-    static uintptr_t frames[MEMPROF_STACK_MAX_DEPTH];
+    size_t depth = st.arena_cap / 2;
+    CHECK(depth >= 2 && depth <= MEMPROF_STACK_MAX_DEPTH);
+    uintptr_t *frames = calloc(depth, sizeof *frames);
+    CHECK(frames != NULL);
     uint32_t ids[3];
     for (int n = 0; n < 3; n++) {
-        for (unsigned i = 0; i < MEMPROF_STACK_MAX_DEPTH; i++)
+        for (size_t i = 0; i < depth; i++)
             frames[i] = 0x400000 + (uintptr_t)n * 0x10000 + i;
-        ids[n] = memprof__st_intern(&st, frames, MEMPROF_STACK_MAX_DEPTH, false);
+        ids[n] = memprof__st_intern(&st, frames, (unsigned)depth, false);
     }
     EXPECT(ids[0] != MEMPROF_STACK_OVERFLOW_ID);
     EXPECT(ids[1] != MEMPROF_STACK_OVERFLOW_ID);
     EXPECT_EQ_U(ids[2], MEMPROF_STACK_OVERFLOW_ID);
     EXPECT_EQ_U(st.overflows, 1);
     EXPECT_EQ_U(st.published, 3);
+    /* Once the arena is full even a one-frame stack overflows. */
+    uintptr_t one = 0x1234;
+    EXPECT_EQ_U(memprof__st_intern(&st, &one, 1, false), MEMPROF_STACK_OVERFLOW_ID);
+    free(frames);
     memprof__st_destroy(&st);
 }
 
