@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: MIT
+# shellcheck shell=bash disable=SC2034
 # Shared by scripts/demo.sh, scripts/test.sh and bench/run.sh (sourced, not run): the one
 # list of Debian packages the project needs, an installer for the missing ones, and the
 # helper that configures a Meson build directory (or reconfigures an existing one).

@@ -10,7 +10,7 @@
 # the profiler's health, and the top allocation sites. Exits with the program's status.
 #
 # MEMPROF_RATE (bytes, K/M/G suffixes) is passed through; by default it is 64K for the
-# demo workload (so the profile has ~1000 samples) and the library's 512K otherwise.
+# demo workload (so its profile has ~500 live samples) and the library's 512K otherwise.
 # The profile stays in build/demo-profile.txt (a forked child's in build/demo-profile.txt.PID).
 set -euo pipefail
 
