@@ -6,7 +6,7 @@
  * stacks, and memprof__take() / memprof__restore(). They check live and freed samples, the
  * per-stack counters, the unbiased estimates in stats and snapshots, that frees are tracked
  * after stop and ignored after shutdown, drops and overflows being counted, re-entrancy,
- * Bloom-filter rebuilds under churn, and seeded reproducibility. One engine per process:
+ * Bloom-filter rebuilds under churn, seeded reproducibility, and a forked child. One engine per process:
  * meson.build runs each case as its own test.
  */
 #include <errno.h>
@@ -580,6 +580,63 @@ static void test_fixed_seed_reproduces_the_samples(void)
     EXPECT(a != c);
 }
 
+/* Allocates blocks of distinct sizes at rate 4096 and returns a fingerprint of which were
+ * sampled (from a snapshot), then frees them again. */
+static uint64_t sample_run(char *blocks, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        memprof__on_alloc(blocks + i * 16, 100 + i);
+    uint64_t fp = 0;
+    memprof_snapshot *snap = NULL;
+    if (memprof_get_snapshot(&snap) == 0) {
+        for (size_t i = 0; i < snap->nsamples; i++) {
+            uint64_t x = snap->samples[i].size;
+            fp += test_rand(&x);
+        }
+        memprof_free_snapshot(snap);
+    }
+    for (uint64_t i = 0; i < n; i++)
+        memprof__on_free(blocks + i * 16);
+    return fp;
+}
+
+static void test_fork_child_keeps_working_and_samples_differently(void)
+{
+    /* The child is re-seeded (it must not repeat the parent's samples) and its engine state
+     * is consistent: it samples, frees and snapshots; the parent is unaffected. */
+    CHECK_EQ(init_engine(4096, 0, 0, 31), 0);
+    char *blocks = fake_blocks(20000, 16);
+    CHECK(blocks != NULL);
+    memprof__on_alloc(blocks, 64); /* the parent thread is seeded before the fork */
+    memprof__on_free(blocks);
+    memprof_stats before = stats();
+    int fds[2];
+    CHECK_EQ(pipe(fds), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        uint64_t fp = sample_run(blocks, 20000);
+        memprof_stats s = {.size = sizeof s};
+        int bad = memprof_get_stats(&s) != 0 || s.live_samples != 0 ||
+                  s.estimated_live_bytes != 0 || s.total_samples <= before.total_samples ||
+                  s.freed_samples + s.heap_map_full_drops != s.total_samples;
+        _exit(write(fds[1], &fp, sizeof fp) == sizeof fp && !bad ? 0 : 1);
+    }
+    close(fds[1]);
+    uint64_t child_fp = 0;
+    EXPECT(read(fds[0], &child_fp, sizeof child_fp) == sizeof child_fp);
+    close(fds[0]);
+    int status;
+    CHECK_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    memprof_stats after = stats();
+    EXPECT_EQ_U(after.total_samples, before.total_samples);
+    uint64_t parent_fp = sample_run(blocks, 20000);
+    EXPECT(parent_fp != 0 && child_fp != 0);
+    EXPECT(parent_fp != child_fp);
+}
+
 int main(int argc, char **argv)
 {
     static const struct test_case cases[] = {
@@ -601,6 +658,7 @@ int main(int argc, char **argv)
         TEST_CASE(test_churn_rebuilds_the_bloom_filter_and_loses_nothing),
         TEST_CASE(test_stats_report_the_configuration),
         TEST_CASE(test_fixed_seed_reproduces_the_samples),
+        TEST_CASE(test_fork_child_keeps_working_and_samples_differently),
     };
     return TEST_MAIN(cases, true);
 }
