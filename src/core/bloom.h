@@ -7,20 +7,28 @@
  * answer costs a single cache-line probe. No false negatives, ever; false positives only
  * send a free to the heap-map lookup.
  *
- * Bits are never cleared, so address reuse slowly saturates a filter. A rebuild builds a
- * fresh filter from the heap map's keys and swaps the `current` pointer. Readers may hold
- * the old filter for an unbounded time, so retired filters are never unmapped while hooks
- * can run (they stay readable and still contain every bit they ever had).
+ * Bits cannot be cleared one key at a time, and allocators reuse the same addresses, so a
+ * filter fills with the bits of long-freed samples. It is therefore rebuilt from the heap
+ * map's keys once many more keys were added than are live. Two filters alternate, guarded by
+ * a generation counter used as a seqlock (`gen`: 0 = disabled, the active filter is
+ * (gen >> 1) & 1, odd = a rebuild of the other filter is in progress):
  *
- * Rebuild protocol (all pointer accesses seq_cst, cold paths only):
- *   rebuilder: pending := N; add every key claimed in the heap map to N;
- *              current := N; pending := NULL; retire the old filter.
- *   inserter:  F := current, P := pending; add key to F and P; claim the heap-map slot;
- *              then re-read current and pending and add the key to any filter not yet seen.
- * If the rebuilder's scan missed the slot, the slot was claimed after the scan read it,
- * hence after `pending := N`, so the inserter's re-read sees N (as pending or current). A
- * free of the key happens after its malloc returned, so it reads `current` no older than the
- * filter the inserter added to. Either way the key is in the filter the free path reads.
+ *   reader (free path): g1 := gen (acquire); if g1 == 0: not sampled. Probe filter(g1).
+ *             A hit means "maybe". A miss counts only if gen is still g1 afterwards
+ *             (acquire fence, relaxed re-load); otherwise answer "maybe" (the heap map
+ *             decides). A filter is only cleared after gen moved past every generation in
+ *             which it was active, so a reader that saw no change read a filter nobody was
+ *             clearing.
+ *   rebuilder (cold path, try-lock): gen := g + 1; clear the inactive filter; add every key
+ *             claimed in the heap map; gen := g + 2 (it becomes the active one).
+ *   inserter (cold path): g := gen; add the key to filter(g), and to the other filter if g
+ *             is odd; claim the heap-map slot; then if gen is odd or no longer g, add the key
+ *             to the filter(s) of the new generation.
+ * All gen accesses in the cold paths are seq_cst. If a rebuild's scan missed the inserter's
+ * slot, the claim came after the scan began, hence after the clear and after gen := g + 1,
+ * so the inserter's re-read sees an odd or newer gen and adds the key to the new filter
+ * after it was cleared. The memory is never unmapped while hooks can run; a clear returns
+ * its pages to the kernel (MADV_DONTNEED), so RSS follows the keys actually present.
  */
 #ifndef MEMPROF_CORE_BLOOM_H
 #define MEMPROF_CORE_BLOOM_H
@@ -34,38 +42,32 @@
 #include "common/compiler.h"
 #include "core/hash.h"
 
-/* One filter: nblocks 64-byte blocks of 8 words. */
 struct memprof_bloom_filter {
     _Atomic uint64_t *words;
-    size_t nblocks;
-    unsigned block_shift; /* 64 - log2(nblocks): block index from the top hash bits */
-    _Atomic uint64_t ones; /* bits set (exact: counted on 0 -> 1 transitions) */
-    struct memprof_bloom_filter *retired_next;
+    _Atomic uint64_t ones; /* bits set (counted on 0 -> 1 transitions) */
 };
 
 struct memprof_bloom {
-    /* The filter the free path reads. NULL until the first sample and after shutdown, which
-     * lets the free path return before touching any filter memory. */
-    _Atomic(struct memprof_bloom_filter *) current;
-    _Atomic(struct memprof_bloom_filter *) pending; /* being rebuilt, see above */
-    struct memprof_bloom_filter *initial;           /* installed at the first sample */
-    struct memprof_bloom_filter *retired;           /* never unmapped while hooks run */
-    size_t nbits;
-    _Atomic int rebuilding;                        /* try-lock; a busy rebuild is skipped */
-    _Atomic int disabled;                          /* set by shutdown; never cleared */
+    _Atomic uint64_t gen;      /* seqlock generation, see above; 0 = disabled */
+    size_t nblocks;            /* 64-byte blocks per filter */
+    unsigned block_shift;      /* 64 - log2(nblocks): block index from the top hash bits */
+    struct memprof_bloom_filter filters[2];
+    _Atomic int disabled;      /* set by shutdown; never cleared */
+    _Atomic int rebuilding;    /* try-lock; a busy rebuild is skipped */
     _Atomic uint64_t keys_since_rebuild;
     _Atomic uint64_t rebuilds;
 };
 
 /* The key's block and its four bit positions (9 bits each) come from one 64-bit hash. */
-MEMPROF_INLINE bool memprof__bloom_filter_maybe(const struct memprof_bloom_filter *f,
+MEMPROF_INLINE bool memprof__bloom_filter_maybe(const struct memprof_bloom *b,
+                                                const struct memprof_bloom_filter *f,
                                                 uint64_t key)
 {
     uint64_t h = memprof__mix64(key);
-    _Atomic uint64_t *blk = f->words + ((h >> f->block_shift) << 3);
+    _Atomic uint64_t *blk = f->words + ((h >> b->block_shift) << 3);
     for (int i = 0; i < 4; i++) {
-        unsigned b = (unsigned)(h >> (9 * i)) & 511;
-        if (!(memprof_atomic_load_relaxed(&blk[b >> 6]) & ((uint64_t)1 << (b & 63))))
+        unsigned bit = (unsigned)(h >> (9 * i)) & 511;
+        if (!(memprof_atomic_load_relaxed(&blk[bit >> 6]) & ((uint64_t)1 << (bit & 63))))
             return false;
     }
     return true;
@@ -74,34 +76,38 @@ MEMPROF_INLINE bool memprof__bloom_filter_maybe(const struct memprof_bloom_filte
 /* The free-path check: false means "certainly not sampled". */
 MEMPROF_INLINE bool memprof__bloom_maybe(struct memprof_bloom *b, uint64_t key)
 {
-    struct memprof_bloom_filter *f = memprof_atomic_load_acquire(&b->current);
-    return f && memprof__bloom_filter_maybe(f, key);
+    uint64_t g = memprof_atomic_load_acquire(&b->gen);
+    if (g == 0)
+        return false;
+    if (memprof__bloom_filter_maybe(b, &b->filters[(g >> 1) & 1], key))
+        return true;
+    atomic_thread_fence(memory_order_acquire);
+    return memprof_atomic_load_relaxed(&b->gen) != g;
 }
 
-/* Sizes the filter for `capacity` live samples. Returns 0 or -ENOMEM. */
+/* Sizes the filters for `capacity` live samples. Returns 0 or -ENOMEM. */
 int memprof__bloom_init(struct memprof_bloom *b, uint64_t capacity);
-/* Unmaps every filter. Only when no thread can use the filter any more (tests). */
+/* Unmaps the filters. Only when no thread can use them any more (tests). */
 void memprof__bloom_destroy(struct memprof_bloom *b);
-/* Inserter protocol, part 1 (before the heap-map claim). Returns the filters written. */
-void memprof__bloom_add_begin(struct memprof_bloom *b, uint64_t key,
-                              struct memprof_bloom_filter *seen[2]);
+/* Inserter protocol, part 1 (before the heap-map claim): enables the filter at the first
+ * sample and adds the key. Returns the generation token for part 2. */
+uint64_t memprof__bloom_add_begin(struct memprof_bloom *b, uint64_t key);
 /* Inserter protocol, part 2 (after the heap-map claim). */
-void memprof__bloom_add_end(struct memprof_bloom *b, uint64_t key,
-                            struct memprof_bloom_filter *seen[2]);
-/* Convenience for single-threaded use and tests: both parts at once. */
+void memprof__bloom_add_end(struct memprof_bloom *b, uint64_t key, uint64_t token);
+/* Both parts at once, for callers that claim nothing in between (tests). */
 void memprof__bloom_add(struct memprof_bloom *b, uint64_t key);
-/* Fill of the current filter in per mille (0 if none). */
+/* Fill of the active filter in per mille (0 if disabled). */
 unsigned memprof__bloom_fill_permille(struct memprof_bloom *b);
-/* Whether a rebuild would pay off: the filter is over half full and fewer than half of the
- * keys added since the last rebuild are still live. */
+/* Whether a rebuild would pay off: many more keys were added since the last rebuild than
+ * are live now (the rest are stale bits of freed samples). */
 bool memprof__bloom_should_rebuild(struct memprof_bloom *b, uint64_t live_keys);
 /* Rebuilds from the keys `for_each_key` reports. Returns 0, -EBUSY if another rebuild runs,
- * or -ENOMEM. */
+ * or -ESHUTDOWN if the filter is disabled. */
 int memprof__bloom_rebuild(struct memprof_bloom *b,
                            void (*for_each_key)(void *src, void (*fn)(void *ctx, uint64_t key),
                                                 void *ctx),
                            void *src, uint64_t live_keys);
-/* Stops the free path from consulting any filter (shutdown). */
+/* Stops the free path from consulting the filter (shutdown). */
 void memprof__bloom_disable(struct memprof_bloom *b);
 
 #endif

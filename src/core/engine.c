@@ -78,12 +78,11 @@ static void maybe_rebuild_bloom(void)
 /* Inserts a sample for `key` with a known stack (insert half of the cold path). */
 static bool insert(uint64_t key, uint64_t size, uint32_t stack_id, uint64_t ts)
 {
-    struct memprof_bloom_filter *seen[2];
-    memprof__bloom_add_begin(&E.bloom, key, seen);
+    uint64_t token = memprof__bloom_add_begin(&E.bloom, key);
     struct memprof_hm_slot *slot = memprof__hm_reserve(&E.hm, key);
     if (!slot)
         return false; /* full: counted by the heap map */
-    memprof__bloom_add_end(&E.bloom, key, seen);
+    memprof__bloom_add_end(&E.bloom, key, token);
     return memprof__hm_finalize(&E.hm, slot, stack_id, size, ts);
 }
 
@@ -115,8 +114,8 @@ void memprof__record_mixed(uint64_t key, size_t size, const uintptr_t *frames, u
     bool live = insert(key, size, id, memprof__pf_now_ns());
     if (s)
         count_alloc(s, size, live);
-    /* Checking every 256th sample keeps the (cheap) saturation test off most samples. */
-    if ((memprof_atomic_load_relaxed(&E.total_samples) & 255) == 0)
+    /* Checking every 64th sample keeps even this cheap test off most samples. */
+    if ((memprof_atomic_load_relaxed(&E.total_samples) & 63) == 0)
         maybe_rebuild_bloom();
 }
 
@@ -248,7 +247,11 @@ static void atfork_child(void)
     memprof__tls.seeded = 0;
     memprof__tls.stack_top = 0;
     memprof_atomic_store_relaxed(&E.bloom.rebuilding, 0);
-    memprof_atomic_store_relaxed(&E.bloom.pending, NULL);
+    /* A rebuild cut short by the fork left gen odd: the active filter is intact, and the
+     * half-built one is rebuilt from scratch next time, so just end the rebuild. */
+    uint64_t g = memprof_atomic_load_relaxed(&E.bloom.gen);
+    if (g & 1)
+        memprof_atomic_store_relaxed(&E.bloom.gen, g - 1);
 }
 
 int memprof__engine_init(const struct memprof_engine_config *cfg)
@@ -276,7 +279,7 @@ int memprof__engine_init(const struct memprof_engine_config *cfg)
         memprof__guard_leave(g);
         return rc;
     }
-    E.mapped_bytes = E.hm.nslots * sizeof(struct memprof_hm_slot) + E.bloom.nbits / 8 +
+    E.mapped_bytes = E.hm.nslots * sizeof(struct memprof_hm_slot) + E.bloom.nblocks * 128 +
                      E.st.max_stacks * sizeof(struct memprof_stack) +
                      E.st.nbuckets * sizeof(uint32_t) + E.st.arena_cap * sizeof(uintptr_t);
     memprof__capture_add_own_sampling_text();

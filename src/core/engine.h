@@ -128,7 +128,10 @@ MEMPROF_INLINE void memprof__on_alloc(void *ptr, size_t size)
 
 MEMPROF_INLINE void memprof__on_free(void *ptr)
 {
-    if (ptr && memprof__bloom_maybe(&memprof__engine.bloom, (uint64_t)(uintptr_t)ptr))
+    /* Nothing live (the common case in programs that free what they sample quickly) means
+     * nothing to look for; the count only changes in cold paths, so its line stays shared. */
+    if (ptr && memprof_atomic_load_relaxed(&memprof__engine.hm.live) != 0 &&
+        memprof__bloom_maybe(&memprof__engine.bloom, (uint64_t)(uintptr_t)ptr))
         memprof__free_slow(ptr);
 }
 

@@ -53,18 +53,16 @@ void memprof__hm_destroy(struct memprof_heapmap *hm)
 
 /* ---- insert ------------------------------------------------------------------------------ */
 
-/* Tries to claim a slot for key in segment k. With tombs_only, only tombstones are taken
- * (the last resort when every segment is at its fill limit). */
+/* Tries to claim a slot for key in segment k (the first EMPTY or TOMB slot of its probe
+ * sequence). */
 static struct memprof_hm_slot *claim_in_segment(struct memprof_heapmap *hm, unsigned k,
-                                                uint64_t key, uint64_t h, bool tombs_only)
+                                                uint64_t key, uint64_t h)
 {
     struct memprof_hm_slot *seg = hm->slots + seg_offset(k);
     size_t mask = seg_size(k) - 1;
     for (size_t i = 0; i < MEMPROF_HM_MAX_PROBE; i++) {
         struct memprof_hm_slot *s = &seg[(h + i) & mask];
         uint64_t cur = memprof_atomic_load_relaxed(&s->key);
-        if (cur == MEMPROF_HM_EMPTY && tombs_only)
-            return NULL; /* a probe sequence ends at the first EMPTY */
         if (cur != MEMPROF_HM_EMPTY && cur != MEMPROF_HM_TOMB)
             continue;
         if (memprof_atomic_cas_seqcst(&s->key, &cur, key)) {
@@ -92,13 +90,17 @@ struct memprof_hm_slot *memprof__hm_reserve(struct memprof_heapmap *hm, uint64_t
             ;
         if (memprof_atomic_load_relaxed(&hm->used[k]) * 4 >= (uint64_t)seg_size(k) * 3)
             continue;
-        struct memprof_hm_slot *s = claim_in_segment(hm, k, key, h, false);
+        struct memprof_hm_slot *s = claim_in_segment(hm, k, key, h);
         if (s)
             return s;
     }
-    /* Every segment is at its fill limit: reuse a tombstone anywhere. */
+    /* Every segment is at its fill limit. Live samples are below capacity (checked above),
+     * so the limit was reached through tombstones of freed samples, which never turn back
+     * into EMPTY: a long-running program with a small live set ends up here. Go past the
+     * limit: longer probes for absent keys are the price (bounded by MEMPROF_HM_MAX_PROBE),
+     * and once a segment is all tombstones every insert reuses one at once. */
     for (k = 0; k < hm->nsegs; k++) {
-        struct memprof_hm_slot *s = claim_in_segment(hm, k, key, h, true);
+        struct memprof_hm_slot *s = claim_in_segment(hm, k, key, h);
         if (s)
             return s;
     }

@@ -27,4 +27,10 @@ int memprof__export_collapsed(const struct memprof_profile *p, FILE *out, enum m
 /* Formats a byte count as "12.3 MiB" into buf; returns buf. */
 const char *memprof__export_bytes(uint64_t bytes, char *buf, unsigned size);
 
+/* speedscope JSON: one shared frame table and two sampled profiles, live bytes then
+ * allocated bytes (estimates), stacks root first. */
+int memprof__export_speedscope(const struct memprof_profile *p, FILE *out);
+/* One self-contained HTML page (no network resources): flame graph, sortable site table. */
+int memprof__export_html(const struct memprof_profile *p, FILE *out);
+
 #endif

@@ -10,10 +10,11 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define BOOTSTRAP_BYTES (64 * 1024)
+#define BOOTSTRAP_BYTES MEMPROF_BOOTSTRAP_BYTES
 #define HEADER          16
+#define heap            memprof__bootstrap_heap
 
-static _Alignas(4096) unsigned char heap[BOOTSTRAP_BYTES];
+_Alignas(4096) unsigned char memprof__bootstrap_heap[MEMPROF_BOOTSTRAP_BYTES];
 static _Atomic size_t used;
 
 void *memprof__bootstrap_alloc(size_t n, size_t align)
@@ -36,11 +37,6 @@ void *memprof__bootstrap_alloc(size_t n, size_t align)
     } while (!atomic_compare_exchange_weak(&used, &cur, end));
     *(size_t *)(heap + start - HEADER) = n;
     return heap + start;
-}
-
-bool memprof__bootstrap_owns(const void *p)
-{
-    return (const unsigned char *)p >= heap && (const unsigned char *)p < heap + BOOTSTRAP_BYTES;
 }
 
 size_t memprof__bootstrap_size(const void *p)

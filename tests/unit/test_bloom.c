@@ -3,11 +3,14 @@
  * Unit tests of the free-path Bloom filter (src/core/bloom.h): no false negatives ever, a
  * false-positive rate close to the theory for a blocked filter, a fill level that only grows
  * between rebuilds, rebuilds that keep every live key (also keys added while the rebuild
- * scans, per the inserter protocol) and bring the fill down, the rebuild counter, the
- * try-lock, and shutdown's "disabled" state.
+ * scans, per the inserter protocol), drop the stale bits of freed keys and bring the fill
+ * down, readers that never miss a live key while a rebuild clears a filter, the rebuild
+ * counter, the try-lock, and shutdown's "disabled" state.
  */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 
 #include "core/bloom.h"
 #include "test.h"
@@ -39,22 +42,23 @@ static void keyset_for_each(void *src, void (*fn)(void *ctx, uint64_t key), void
     }
 }
 
-/* Releases a filter. ENGINE BUG (see the issue-2 report): memprof__bloom_destroy() crashes
- * once a rebuild has retired the initial filter (it unmaps the initial filter, then reads its
- * retired_next), so tests that rebuilt leak their filters instead; the bug has its own test,
- * test_destroy_after_rebuild_releases_everything. */
 static void release(struct memprof_bloom *b)
 {
-    if (!b->retired)
-        memprof__bloom_destroy(b);
+    memprof__bloom_destroy(b);
+}
+
+static const struct memprof_bloom_filter *active(struct memprof_bloom *b)
+{
+    uint64_t g = memprof_atomic_load_relaxed(&b->gen);
+    return g ? &b->filters[(g >> 1) & 1] : NULL;
 }
 
 static void test_empty_filter_says_no(void)
 {
     struct memprof_bloom b;
     CHECK_EQ(memprof__bloom_init(&b, 4096), 0);
-    /* Before the first sample there is no current filter: frees return at once. */
-    EXPECT(memprof_atomic_load_relaxed(&b.current) == NULL);
+    /* Before the first sample the filter is disabled: frees return at once. */
+    EXPECT(memprof_atomic_load_relaxed(&b.gen) == 0);
     for (uint64_t i = 0; i < 1000; i++)
         EXPECT(!memprof__bloom_maybe(&b, key_of(i)));
     EXPECT_EQ(memprof__bloom_fill_permille(&b), 0);
@@ -90,7 +94,7 @@ static void test_false_positive_rate_is_low(void)
 {
     struct memprof_bloom b;
     CHECK_EQ(memprof__bloom_init(&b, 4096), 0);
-    size_t m = b.nbits;
+    size_t m = b.nblocks * 512;
     uint64_t n = 4096; /* capacity: two bits per key */
     for (uint64_t i = 0; i < n; i++)
         memprof__bloom_add(&b, key_of(i));
@@ -127,9 +131,9 @@ static void test_fill_is_monotone_between_rebuilds(void)
     printf("  fill after 40000 keys: %u permille\n", last);
     EXPECT(last > 850 && last < 960);
     /* The exact count of set bits matches the words. */
-    struct memprof_bloom_filter *f = memprof_atomic_load_relaxed(&b.current);
+    const struct memprof_bloom_filter *f = active(&b);
     uint64_t ones = 0;
-    for (size_t w = 0; w < f->nblocks * 8; w++)
+    for (size_t w = 0; w < b.nblocks * 8; w++)
         ones += (uint64_t)__builtin_popcountll(memprof_atomic_load_relaxed(&f->words[w]));
     EXPECT_EQ_U(ones, f->ones);
     release(&b);
@@ -149,15 +153,15 @@ static void test_rebuild_keeps_live_keys_and_reduces_fill(void)
     unsigned before = memprof__bloom_fill_permille(&b);
     /* 19000 of the 20000 were freed: the filter is saturated with dead keys. */
     EXPECT(memprof__bloom_should_rebuild(&b, LIVE));
-    struct memprof_bloom_filter *old = memprof_atomic_load_relaxed(&b.current);
+    const struct memprof_bloom_filter *old = active(&b);
     struct keyset ks = {.keys = live, .n = LIVE};
     CHECK_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &ks, LIVE), 0);
     unsigned after = memprof__bloom_fill_permille(&b);
     printf("  fill %u -> %u permille\n", before, after);
     EXPECT(before > 600);
     EXPECT(after < 100);
-    EXPECT(memprof_atomic_load_relaxed(&b.current) != old);
-    EXPECT(memprof_atomic_load_relaxed(&b.pending) == NULL);
+    EXPECT(active(&b) != old);
+    EXPECT((memprof_atomic_load_relaxed(&b.gen) & 1) == 0); /* no rebuild left in progress */
     EXPECT_EQ_U(b.rebuilds, 1);
     EXPECT_EQ_U(b.keys_since_rebuild, LIVE);
     uint64_t misses = 0;
@@ -166,24 +170,30 @@ static void test_rebuild_keeps_live_keys_and_reduces_fill(void)
     EXPECT_EQ_U(misses, 0);
     /* A fresh filter with few keys does not ask for another rebuild. */
     EXPECT(!memprof__bloom_should_rebuild(&b, LIVE));
-    /* The retired filter stays readable (a free may still hold it) and keeps its bits. */
-    EXPECT(b.retired == old);
-    EXPECT(memprof__bloom_filter_maybe(old, key_of(ADDED - 1)));
+    /* The stale bits of freed keys are gone: most of them now answer "not sampled". */
+    uint64_t stale_hits = 0;
+    for (uint64_t i = 0; i < ADDED; i++)
+        if (i % (ADDED / LIVE) != 0)
+            stale_hits += memprof__bloom_maybe(&b, key_of(i));
+    printf("  %" PRIu64 " of %d freed keys still hit after the rebuild\n", stale_hits,
+           ADDED - LIVE);
+    EXPECT(stale_hits < (ADDED - LIVE) / 100);
     release(&b);
 }
 
-static void test_should_rebuild_needs_fill_and_dead_keys(void)
+static void test_should_rebuild_needs_mostly_dead_keys(void)
 {
     struct memprof_bloom b;
     CHECK_EQ(memprof__bloom_init(&b, 4096), 0);
-    for (uint64_t i = 0; i < 2000; i++)
+    for (uint64_t i = 0; i < 100; i++)
         memprof__bloom_add(&b, key_of(i));
-    /* Mostly dead keys, but the filter is only ~12 % full: not worth it. */
-    EXPECT(!memprof__bloom_should_rebuild(&b, 10));
-    for (uint64_t i = 2000; i < 30000; i++)
+    /* All dead, but too few keys to be worth a scan. */
+    EXPECT(!memprof__bloom_should_rebuild(&b, 0));
+    for (uint64_t i = 100; i < 30000; i++)
         memprof__bloom_add(&b, key_of(i));
-    /* Full, but most keys are still live: a rebuild would not help. */
+    /* Most keys are still live: a rebuild would not help. */
     EXPECT(!memprof__bloom_should_rebuild(&b, 20000));
+    /* Mostly stale bits, even in a filter that is far from full. */
     EXPECT(memprof__bloom_should_rebuild(&b, 100));
     release(&b);
 }
@@ -193,8 +203,8 @@ static void test_rebuild_counter_increments(void)
     struct memprof_bloom b;
     CHECK_EQ(memprof__bloom_init(&b, 4096), 0);
     struct keyset none = {0};
-    /* Nothing sampled yet: nothing to rebuild, nothing counted. */
-    EXPECT_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &none, 0), 0);
+    /* Nothing sampled yet (filter disabled): nothing to rebuild, nothing counted. */
+    EXPECT(memprof__bloom_rebuild(&b, keyset_for_each, &none, 0) != 0);
     EXPECT_EQ_U(b.rebuilds, 0);
     memprof__bloom_add(&b, key_of(1));
     for (int r = 1; r <= 5; r++) {
@@ -208,7 +218,6 @@ static void test_rebuild_counter_increments(void)
 struct during_ctx {
     struct memprof_bloom *b;
     uint64_t key;
-    struct memprof_bloom_filter **seen;
     int nested_rc;
 };
 
@@ -221,7 +230,7 @@ static void add_during_scan(void *p)
 static void test_key_added_during_rebuild_survives(void)
 {
     /* An inserter that runs entirely while the rebuild scans (its heap-map claim is not in
-     * the scanned set) adds to the pending filter too. */
+     * the scanned set) adds to the filter being built too. */
     struct memprof_bloom b;
     CHECK_EQ(memprof__bloom_init(&b, 4096), 0);
     uint64_t keys[100];
@@ -240,20 +249,19 @@ static void test_key_added_during_rebuild_survives(void)
 
 static void test_key_claimed_after_scan_survives(void)
 {
-    /* An inserter that began before the rebuild (seen = the old filter only) and claims its
-     * heap-map slot after the scan: add_end must put the key in the new filter. */
+    /* An inserter that began before the rebuild (it added to the old filter only) and
+     * claims its heap-map slot after the scan: add_end must put the key in the new filter. */
     struct memprof_bloom b;
     CHECK_EQ(memprof__bloom_init(&b, 4096), 0);
     memprof__bloom_add(&b, key_of(1));
-    struct memprof_bloom_filter *seen[2];
     uint64_t key = key_of(424242);
-    memprof__bloom_add_begin(&b, key, seen);
-    EXPECT(seen[1] == NULL);
+    uint64_t token = memprof__bloom_add_begin(&b, key);
+    const struct memprof_bloom_filter *before = active(&b);
     uint64_t live[1] = {key_of(1)};
     struct keyset ks = {.keys = live, .n = 1}; /* the scan does not see `key` */
     CHECK_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &ks, 1), 0);
-    EXPECT(memprof_atomic_load_relaxed(&b.current) != seen[0]);
-    memprof__bloom_add_end(&b, key, seen);
+    EXPECT(active(&b) != before);
+    memprof__bloom_add_end(&b, key, token);
     EXPECT(memprof__bloom_maybe(&b, key));
     EXPECT(memprof__bloom_maybe(&b, key_of(1)));
     release(&b);
@@ -295,13 +303,13 @@ static void test_disabled_filter_stays_off(void)
     EXPECT(memprof__bloom_maybe(&b, key_of(1)));
     memprof__bloom_disable(&b);
     EXPECT(!memprof__bloom_maybe(&b, key_of(1)));
-    /* A sample racing with shutdown must not re-publish a filter. */
+    /* A sample racing with shutdown must not re-enable the filter. */
     memprof__bloom_add(&b, key_of(2));
-    EXPECT(memprof_atomic_load_relaxed(&b.current) == NULL);
+    EXPECT(memprof_atomic_load_relaxed(&b.gen) == 0);
     EXPECT(!memprof__bloom_maybe(&b, key_of(2)));
     struct keyset none = {0};
-    EXPECT_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &none, 0), 0);
-    EXPECT(memprof_atomic_load_relaxed(&b.current) == NULL);
+    EXPECT(memprof__bloom_rebuild(&b, keyset_for_each, &none, 0) != 0);
+    EXPECT(memprof_atomic_load_relaxed(&b.gen) == 0);
     release(&b);
 }
 
@@ -313,10 +321,54 @@ static void test_destroy_after_rebuild_releases_everything(void)
     struct keyset none = {0};
     CHECK_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &none, 0), 0);
     CHECK_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &none, 0), 0);
-    /* ENGINE BUG: crashes in memprof__bloom_destroy() (bloom.c), see release() above. */
     memprof__bloom_destroy(&b);
-    EXPECT(memprof_atomic_load_relaxed(&b.current) == NULL);
-    EXPECT(b.retired == NULL);
+    EXPECT(b.filters[0].words == NULL && b.filters[1].words == NULL);
+}
+
+/* Readers racing with rebuilds: a reader thread checks live keys continuously while the
+ * main thread rebuilds (clearing the inactive filter each time); no check may miss. */
+struct race {
+    struct memprof_bloom *b;
+    const uint64_t *keys;
+    size_t n;
+    _Atomic int stop;
+    uint64_t checks, misses;
+};
+
+static void *reader(void *p)
+{
+    struct race *r = p;
+    while (!atomic_load(&r->stop))
+        for (size_t i = 0; i < r->n; i++, r->checks++)
+            r->misses += !memprof__bloom_maybe(r->b, r->keys[i]);
+    return NULL;
+}
+
+static void test_readers_never_miss_during_rebuilds(void)
+{
+    enum { LIVE = 64 };
+    struct memprof_bloom b;
+    CHECK_EQ(memprof__bloom_init(&b, 4096), 0);
+    static uint64_t live[LIVE];
+    for (uint64_t i = 0; i < LIVE; i++) {
+        live[i] = key_of(i * 7);
+        memprof__bloom_add(&b, live[i]);
+    }
+    struct race r = {.b = &b, .keys = live, .n = LIVE};
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, reader, &r), 0);
+    struct keyset ks = {.keys = live, .n = LIVE};
+    for (int i = 0; i < 2000; i++) {
+        /* Stale keys between rebuilds, so each rebuild really clears bits. */
+        for (uint64_t k = 0; k < 50; k++)
+            memprof__bloom_add(&b, key_of(1000000 + (uint64_t)i * 50 + k));
+        CHECK_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &ks, LIVE), 0);
+    }
+    atomic_store(&r.stop, 1);
+    pthread_join(t, NULL);
+    printf("  %" PRIu64 " reads during 2000 rebuilds, %" PRIu64 " misses\n", r.checks, r.misses);
+    EXPECT_EQ_U(r.misses, 0);
+    release(&b);
 }
 
 int main(int argc, char **argv)
@@ -327,14 +379,14 @@ int main(int argc, char **argv)
         TEST_CASE(test_false_positive_rate_is_low),
         TEST_CASE(test_fill_is_monotone_between_rebuilds),
         TEST_CASE(test_rebuild_keeps_live_keys_and_reduces_fill),
-        TEST_CASE(test_should_rebuild_needs_fill_and_dead_keys),
+        TEST_CASE(test_should_rebuild_needs_mostly_dead_keys),
         TEST_CASE(test_rebuild_counter_increments),
         TEST_CASE(test_key_added_during_rebuild_survives),
         TEST_CASE(test_key_claimed_after_scan_survives),
         TEST_CASE(test_concurrent_rebuild_is_refused),
         TEST_CASE(test_disabled_filter_stays_off),
-        /* Last: it crashes until the bug is fixed. */
         TEST_CASE(test_destroy_after_rebuild_releases_everything),
+        TEST_CASE(test_readers_never_miss_during_rebuilds),
     };
     return TEST_MAIN(cases, false);
 }

@@ -347,10 +347,6 @@ static void test_churn_with_few_live_entries_never_drops(void)
     printf("  %" PRIu64 " inserted, %" PRIu64 " dropped with at most %d of %" PRIu64
            " live; %" PRIu64 " of %zu slots used\n",
            inserted, drops, WINDOW, hm.capacity, memprof__hm_used(&hm), hm.nslots);
-    /* ENGINE BUG (see the report of issue 2): memprof__hm_reserve() skips every segment at
-     * its 3/4 fill limit and then only reuses a tombstone found before the first EMPTY slot
-     * of a probe sequence, so once tombstones have filled every segment about 1 insert in
-     * 4^nsegs is dropped as "full" although the map is almost empty. */
     EXPECT_EQ_U(drops, 0);
     EXPECT_EQ_U(hm.full_drops, drops);
     memprof__hm_destroy(&hm);

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pprof profile.proto: the writer (pprof.c) and the reader of files it wrote (pprof_read.c),
+ * which `memprof report` and `memprof diff` use to turn a saved profile back into the profile
+ * model (profile.h). The encoding, including the memprof-specific labels and comments that
+ * make the round trip lossless for the text and diff views, is documented in pprof.c.
+ */
+#ifndef MEMPROF_EXPORT_PPROF_H
+#define MEMPROF_EXPORT_PPROF_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "export/profile.h"
+
+/* Largest decompressed profile the reader accepts (a decompression bomb stops here). */
+#define MEMPROF_PPROF_MAX_SIZE ((size_t)1 << 30)
+
+/* Writes `p` as gzip-compressed profile.proto. Returns 0, -ENOMEM, -EIO (stream error) or
+ * -EOVERFLOW (a profile too large to encode). */
+int memprof__export_pprof(const struct memprof_profile *p, FILE *out);
+
+/* Reads a profile written by memprof__export_pprof from `len` bytes at `data`, gzip-compressed
+ * or not. On success returns 0 and *out (free with memprof__profile_free), stacks sorted by
+ * inuse_space, largest first. On failure returns -EINVAL (not a memprof pprof file, or
+ * corrupt: `err` says why, always NUL-terminated when errlen > 0) or -ENOMEM, and *out is
+ * NULL. Safe on any input: every read is bounds-checked and sizes and counts are capped. */
+int memprof__pprof_read(const void *data, size_t len, struct memprof_profile **out, char *err,
+                        size_t errlen);
+
+#endif
