@@ -3,14 +3,14 @@
  * Unit tests of the free-path Bloom filter (src/core/bloom.h): no false negatives ever, a
  * false-positive rate close to the theory for a blocked filter, a fill level that only grows
  * between rebuilds, rebuilds that keep every live key (also keys added while the rebuild
- * scans, per the inserter protocol), drop the stale bits of freed keys and bring the fill
- * down, readers that never miss a live key while a rebuild clears a filter, the rebuild
- * counter, the try-lock, and shutdown's "disabled" state.
+ * scans, and keys whose heap-map claim the scan missed, per the inserter protocol) while
+ * dropping the stale bits of freed keys, readers that never miss a live key while rebuilds
+ * clear filters, the rebuild heuristics and counter, the try-lock, shutdown's "disabled"
+ * state, and destroying a filter after rebuilds.
  */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdatomic.h>
 
 #include "core/bloom.h"
 #include "test.h"
@@ -33,36 +33,40 @@ struct keyset {
 static void keyset_for_each(void *src, void (*fn)(void *ctx, uint64_t key), void *ctx)
 {
     struct keyset *ks = src;
-    for (size_t i = 0; i < ks->n; i++) {
+    for (size_t i = 0; i <= ks->n; i++) {
         if (i == ks->n / 2 && ks->during) {
             ks->during(ks->during_ctx);
             ks->during = NULL;
         }
-        fn(ctx, ks->keys[i]);
+        if (i < ks->n)
+            fn(ctx, ks->keys[i]);
     }
 }
 
-static void release(struct memprof_bloom *b)
+/* The filter the free path reads now. */
+static struct memprof_bloom_filter *active(struct memprof_bloom *b)
 {
-    memprof__bloom_destroy(b);
+    return &b->filters[(memprof_atomic_load_relaxed(&b->gen) >> 1) & 1];
 }
 
-static const struct memprof_bloom_filter *active(struct memprof_bloom *b)
+static uint64_t missing(struct memprof_bloom *b, const uint64_t *keys, size_t n)
 {
-    uint64_t g = memprof_atomic_load_relaxed(&b->gen);
-    return g ? &b->filters[(g >> 1) & 1] : NULL;
+    uint64_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        m += !memprof__bloom_maybe(b, keys[i]);
+    return m;
 }
 
 static void test_empty_filter_says_no(void)
 {
     struct memprof_bloom b;
     CHECK_EQ(memprof__bloom_init(&b, 4096), 0);
-    /* Before the first sample the filter is disabled: frees return at once. */
-    EXPECT(memprof_atomic_load_relaxed(&b.gen) == 0);
+    /* Before the first sample the filter is off: frees return at once. */
+    EXPECT_EQ_U(b.gen, 0);
     for (uint64_t i = 0; i < 1000; i++)
         EXPECT(!memprof__bloom_maybe(&b, key_of(i)));
     EXPECT_EQ(memprof__bloom_fill_permille(&b), 0);
-    release(&b);
+    memprof__bloom_destroy(&b);
 }
 
 static void test_no_false_negatives(void)
@@ -82,11 +86,10 @@ static void test_no_false_negatives(void)
             /* A key is findable right after it was added, and stays so. */
             misses += !memprof__bloom_maybe(&b, keys[i]);
         }
-        for (uint64_t i = 0; i < counts[c]; i++)
-            misses += !memprof__bloom_maybe(&b, keys[i]);
+        misses += missing(&b, keys, counts[c]);
         EXPECT_EQ_U(misses, 0);
         free(keys);
-        release(&b);
+        memprof__bloom_destroy(&b);
     }
 }
 
@@ -94,7 +97,7 @@ static void test_false_positive_rate_is_low(void)
 {
     struct memprof_bloom b;
     CHECK_EQ(memprof__bloom_init(&b, 4096), 0);
-    size_t m = b.nblocks * 512;
+    double m = (double)b.nblocks * 512;
     uint64_t n = 4096; /* capacity: two bits per key */
     for (uint64_t i = 0; i < n; i++)
         memprof__bloom_add(&b, key_of(i));
@@ -103,14 +106,14 @@ static void test_false_positive_rate_is_low(void)
         fp += memprof__bloom_maybe(&b, key_of(n + 10 + i));
     /* Unblocked filter, k = 4: (1 - e^(-kn/m))^k; blocking costs a little (uneven block
      * loads), so allow three times that. */
-    double theory = pow(1 - exp(-4.0 * (double)n / (double)m), 4);
+    double theory = pow(1 - exp(-4.0 * (double)n / m), 4);
     double rate = (double)fp / (double)probes;
-    printf("  %" PRIu64 " keys in %zu bits: false positives %.5f (unblocked theory %.5f), "
+    printf("  %" PRIu64 " keys in %.0f bits: false positives %.5f (unblocked theory %.5f), "
            "fill %u permille\n",
            n, m, rate, theory, memprof__bloom_fill_permille(&b));
     EXPECT(rate < 3 * theory);
     EXPECT(rate < 0.01);
-    release(&b);
+    memprof__bloom_destroy(&b);
 }
 
 static void test_fill_is_monotone_between_rebuilds(void)
@@ -130,72 +133,88 @@ static void test_fill_is_monotone_between_rebuilds(void)
     /* 40000 keys x 4 bits in 65536 bits: about 1 - e^(-2.44) = 91 % set. */
     printf("  fill after 40000 keys: %u permille\n", last);
     EXPECT(last > 850 && last < 960);
-    /* The exact count of set bits matches the words. */
-    const struct memprof_bloom_filter *f = active(&b);
+    /* The count of set bits is exact. */
+    struct memprof_bloom_filter *f = active(&b);
     uint64_t ones = 0;
     for (size_t w = 0; w < b.nblocks * 8; w++)
         ones += (uint64_t)__builtin_popcountll(memprof_atomic_load_relaxed(&f->words[w]));
     EXPECT_EQ_U(ones, f->ones);
-    release(&b);
+    memprof__bloom_destroy(&b);
 }
 
-static void test_rebuild_keeps_live_keys_and_reduces_fill(void)
+static void test_rebuild_keeps_live_keys_and_drops_stale_bits(void)
 {
     enum { ADDED = 20000, LIVE = 1000 };
     struct memprof_bloom b;
     CHECK_EQ(memprof__bloom_init(&b, 4096), 0);
-    static uint64_t live[LIVE];
+    static uint64_t live[LIVE], dead[ADDED - LIVE];
+    size_t ndead = 0;
     for (uint64_t i = 0; i < ADDED; i++) {
         memprof__bloom_add(&b, key_of(i));
         if (i % (ADDED / LIVE) == 0)
             live[i / (ADDED / LIVE)] = key_of(i);
+        else
+            dead[ndead++] = key_of(i);
     }
     unsigned before = memprof__bloom_fill_permille(&b);
-    /* 19000 of the 20000 were freed: the filter is saturated with dead keys. */
+    uint64_t gen = b.gen;
+    /* 19000 of the 20000 were freed: the filter is saturated with stale bits. */
     EXPECT(memprof__bloom_should_rebuild(&b, LIVE));
-    const struct memprof_bloom_filter *old = active(&b);
     struct keyset ks = {.keys = live, .n = LIVE};
     CHECK_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &ks, LIVE), 0);
     unsigned after = memprof__bloom_fill_permille(&b);
-    printf("  fill %u -> %u permille\n", before, after);
+    uint64_t stale = ndead - missing(&b, dead, ndead);
+    printf("  fill %u -> %u permille; %" PRIu64 " of %zu freed keys still answer maybe\n",
+           before, after, stale, ndead);
     EXPECT(before > 600);
     EXPECT(after < 100);
-    EXPECT(active(&b) != old);
-    EXPECT((memprof_atomic_load_relaxed(&b.gen) & 1) == 0); /* no rebuild left in progress */
+    EXPECT_EQ_U(b.gen, gen + 2); /* the other filter is active now */
+    EXPECT(active(&b) != &b.filters[(gen >> 1) & 1]);
     EXPECT_EQ_U(b.rebuilds, 1);
     EXPECT_EQ_U(b.keys_since_rebuild, LIVE);
-    uint64_t misses = 0;
-    for (int i = 0; i < LIVE; i++)
-        misses += !memprof__bloom_maybe(&b, live[i]);
-    EXPECT_EQ_U(misses, 0);
+    EXPECT_EQ_U(missing(&b, live, LIVE), 0);
+    /* The stale bits are gone: freed keys are now mostly "certainly not sampled". */
+    EXPECT(stale < ndead / 100);
     /* A fresh filter with few keys does not ask for another rebuild. */
     EXPECT(!memprof__bloom_should_rebuild(&b, LIVE));
-    /* The stale bits of freed keys are gone: most of them now answer "not sampled". */
-    uint64_t stale_hits = 0;
-    for (uint64_t i = 0; i < ADDED; i++)
-        if (i % (ADDED / LIVE) != 0)
-            stale_hits += memprof__bloom_maybe(&b, key_of(i));
-    printf("  %" PRIu64 " of %d freed keys still hit after the rebuild\n", stale_hits,
-           ADDED - LIVE);
-    EXPECT(stale_hits < (ADDED - LIVE) / 100);
-    release(&b);
+    memprof__bloom_destroy(&b);
 }
 
-static void test_should_rebuild_needs_mostly_dead_keys(void)
+static void test_repeated_rebuilds_keep_live_keys(void)
+{
+    /* Rebuilds alternate between the two filters; each one is cleared before reuse. */
+    struct memprof_bloom b;
+    CHECK_EQ(memprof__bloom_init(&b, 4096), 0);
+    static uint64_t live[500];
+    for (int round = 0; round < 6; round++) {
+        for (int i = 0; i < 500; i++) {
+            live[i] = key_of((uint64_t)round * 100000 + (uint64_t)i);
+            memprof__bloom_add(&b, live[i]);
+        }
+        struct keyset ks = {.keys = live, .n = 500};
+        CHECK_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &ks, 500), 0);
+        EXPECT_EQ_U(missing(&b, live, 500), 0);
+        /* Only this round's keys are set: about 1 - e^(-2000/65536) = 3 %. */
+        EXPECT(memprof__bloom_fill_permille(&b) < 40);
+    }
+    EXPECT_EQ_U(b.rebuilds, 6);
+    memprof__bloom_destroy(&b);
+}
+
+static void test_should_rebuild_needs_many_dead_keys(void)
 {
     struct memprof_bloom b;
     CHECK_EQ(memprof__bloom_init(&b, 4096), 0);
-    for (uint64_t i = 0; i < 100; i++)
+    for (uint64_t i = 0; i < 10; i++)
         memprof__bloom_add(&b, key_of(i));
-    /* All dead, but too few keys to be worth a scan. */
+    /* All dead, but so few keys that a rebuild would buy nothing. */
     EXPECT(!memprof__bloom_should_rebuild(&b, 0));
-    for (uint64_t i = 100; i < 30000; i++)
+    for (uint64_t i = 10; i < 20000; i++)
         memprof__bloom_add(&b, key_of(i));
-    /* Most keys are still live: a rebuild would not help. */
-    EXPECT(!memprof__bloom_should_rebuild(&b, 20000));
-    /* Mostly stale bits, even in a filter that is far from full. */
+    /* Many keys, but most are still live: a rebuild would not clear much. */
+    EXPECT(!memprof__bloom_should_rebuild(&b, 19000));
     EXPECT(memprof__bloom_should_rebuild(&b, 100));
-    release(&b);
+    memprof__bloom_destroy(&b);
 }
 
 static void test_rebuild_counter_increments(void)
@@ -203,22 +222,24 @@ static void test_rebuild_counter_increments(void)
     struct memprof_bloom b;
     CHECK_EQ(memprof__bloom_init(&b, 4096), 0);
     struct keyset none = {0};
-    /* Nothing sampled yet (filter disabled): nothing to rebuild, nothing counted. */
-    EXPECT(memprof__bloom_rebuild(&b, keyset_for_each, &none, 0) != 0);
+    /* Nothing sampled yet: a rebuild does nothing (the filter stays off). */
+    memprof__bloom_rebuild(&b, keyset_for_each, &none, 0);
     EXPECT_EQ_U(b.rebuilds, 0);
+    EXPECT_EQ_U(b.gen, 0);
     memprof__bloom_add(&b, key_of(1));
     for (int r = 1; r <= 5; r++) {
         CHECK_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &none, 0), 0);
         EXPECT_EQ_U(b.rebuilds, (uint64_t)r);
     }
-    release(&b);
+    memprof__bloom_destroy(&b);
 }
 
 /* Rebuild-protocol checks: things done while the rebuild scans the key source. */
 struct during_ctx {
     struct memprof_bloom *b;
-    uint64_t key;
+    uint64_t key, token;
     int nested_rc;
+    bool miss_during_scan; /* an unrelated, never-added key was answered "not sampled" */
 };
 
 static void add_during_scan(void *p)
@@ -230,7 +251,7 @@ static void add_during_scan(void *p)
 static void test_key_added_during_rebuild_survives(void)
 {
     /* An inserter that runs entirely while the rebuild scans (its heap-map claim is not in
-     * the scanned set) adds to the filter being built too. */
+     * the scanned set) must still be in the new filter. */
     struct memprof_bloom b;
     CHECK_EQ(memprof__bloom_init(&b, 4096), 0);
     uint64_t keys[100];
@@ -242,29 +263,54 @@ static void test_key_added_during_rebuild_survives(void)
     struct keyset ks = {.keys = keys, .n = 100, .during = add_during_scan, .during_ctx = &d};
     CHECK_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &ks, 100), 0);
     EXPECT(memprof__bloom_maybe(&b, d.key));
-    for (int i = 0; i < 100; i++)
-        EXPECT(memprof__bloom_maybe(&b, keys[i]));
-    release(&b);
+    EXPECT_EQ_U(missing(&b, keys, 100), 0);
+    memprof__bloom_destroy(&b);
+}
+
+static void begin_during_scan(void *p)
+{
+    struct during_ctx *d = p;
+    d->token = memprof__bloom_add_begin(d->b, d->key);
+    /* Frees during the scan read the old, complete filter. */
+    d->miss_during_scan = !memprof__bloom_maybe(d->b, key_of(999999));
+}
+
+static void test_insert_spanning_the_rebuild_end_survives(void)
+{
+    /* add_begin while the scan runs, the heap-map claim after it (not scanned), add_end
+     * after the rebuild finished. */
+    struct memprof_bloom b;
+    CHECK_EQ(memprof__bloom_init(&b, 4096), 0);
+    uint64_t keys[100];
+    for (int i = 0; i < 100; i++) {
+        keys[i] = key_of((uint64_t)i);
+        memprof__bloom_add(&b, keys[i]);
+    }
+    struct during_ctx d = {.b = &b, .key = key_of(888888)};
+    struct keyset ks = {.keys = keys, .n = 100, .during = begin_during_scan, .during_ctx = &d};
+    CHECK_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &ks, 100), 0);
+    memprof__bloom_add_end(&b, d.key, d.token);
+    EXPECT(memprof__bloom_maybe(&b, d.key));
+    EXPECT(d.miss_during_scan);
+    memprof__bloom_destroy(&b);
 }
 
 static void test_key_claimed_after_scan_survives(void)
 {
-    /* An inserter that began before the rebuild (it added to the old filter only) and
-     * claims its heap-map slot after the scan: add_end must put the key in the new filter. */
+    /* An inserter that began before the rebuild and claims its heap-map slot after the scan:
+     * add_end must put the key in the new filter. */
     struct memprof_bloom b;
     CHECK_EQ(memprof__bloom_init(&b, 4096), 0);
     memprof__bloom_add(&b, key_of(1));
     uint64_t key = key_of(424242);
     uint64_t token = memprof__bloom_add_begin(&b, key);
-    const struct memprof_bloom_filter *before = active(&b);
     uint64_t live[1] = {key_of(1)};
     struct keyset ks = {.keys = live, .n = 1}; /* the scan does not see `key` */
     CHECK_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &ks, 1), 0);
-    EXPECT(active(&b) != before);
     memprof__bloom_add_end(&b, key, token);
     EXPECT(memprof__bloom_maybe(&b, key));
     EXPECT(memprof__bloom_maybe(&b, key_of(1)));
-    release(&b);
+    memprof__bloom_destroy(&b);
 }
 
 static void nested_rebuild(void *p)
@@ -288,11 +334,12 @@ static void test_concurrent_rebuild_is_refused(void)
     CHECK_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &ks, 10), 0);
     EXPECT_EQ(d.nested_rc, -EBUSY);
     EXPECT_EQ_U(b.rebuilds, 1);
+    EXPECT_EQ_U(missing(&b, keys, 10), 0);
     /* The try-lock is released afterwards. */
     ks.during = NULL;
     EXPECT_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &ks, 10), 0);
     EXPECT_EQ_U(b.rebuilds, 2);
-    release(&b);
+    memprof__bloom_destroy(&b);
 }
 
 static void test_disabled_filter_stays_off(void)
@@ -303,17 +350,41 @@ static void test_disabled_filter_stays_off(void)
     EXPECT(memprof__bloom_maybe(&b, key_of(1)));
     memprof__bloom_disable(&b);
     EXPECT(!memprof__bloom_maybe(&b, key_of(1)));
-    /* A sample racing with shutdown must not re-enable the filter. */
+    EXPECT_EQ(memprof__bloom_fill_permille(&b), 0);
+    /* A sample racing with shutdown must not switch the filter back on. */
     memprof__bloom_add(&b, key_of(2));
-    EXPECT(memprof_atomic_load_relaxed(&b.gen) == 0);
+    EXPECT_EQ_U(b.gen, 0);
     EXPECT(!memprof__bloom_maybe(&b, key_of(2)));
     struct keyset none = {0};
-    EXPECT(memprof__bloom_rebuild(&b, keyset_for_each, &none, 0) != 0);
-    EXPECT(memprof_atomic_load_relaxed(&b.gen) == 0);
-    release(&b);
+    EXPECT_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &none, 0), -ESHUTDOWN);
+    EXPECT_EQ_U(b.gen, 0);
+    memprof__bloom_destroy(&b);
 }
 
-static void test_destroy_after_rebuild_releases_everything(void)
+static void disable_during_scan(void *p)
+{
+    struct during_ctx *d = p;
+    memprof__bloom_disable(d->b);
+}
+
+static void test_shutdown_during_rebuild_keeps_the_filter_off(void)
+{
+    struct memprof_bloom b;
+    CHECK_EQ(memprof__bloom_init(&b, 4096), 0);
+    uint64_t keys[10];
+    for (int i = 0; i < 10; i++) {
+        keys[i] = key_of((uint64_t)i);
+        memprof__bloom_add(&b, keys[i]);
+    }
+    struct during_ctx d = {.b = &b};
+    struct keyset ks = {.keys = keys, .n = 10, .during = disable_during_scan, .during_ctx = &d};
+    memprof__bloom_rebuild(&b, keyset_for_each, &ks, 10);
+    EXPECT_EQ_U(b.gen, 0);
+    EXPECT(!memprof__bloom_maybe(&b, keys[0]));
+    memprof__bloom_destroy(&b);
+}
+
+static void test_destroy_after_rebuilds_releases_everything(void)
 {
     struct memprof_bloom b;
     CHECK_EQ(memprof__bloom_init(&b, 4096), 0);
@@ -321,7 +392,9 @@ static void test_destroy_after_rebuild_releases_everything(void)
     struct keyset none = {0};
     CHECK_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &none, 0), 0);
     CHECK_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &none, 0), 0);
+    CHECK_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &none, 0), 0);
     memprof__bloom_destroy(&b);
+    EXPECT_EQ_U(b.gen, 0);
     EXPECT(b.filters[0].words == NULL && b.filters[1].words == NULL);
 }
 
@@ -335,7 +408,7 @@ struct race {
     uint64_t checks, misses;
 };
 
-static void *reader(void *p)
+static void *race_reader(void *p)
 {
     struct race *r = p;
     while (!atomic_load(&r->stop))
@@ -356,19 +429,20 @@ static void test_readers_never_miss_during_rebuilds(void)
     }
     struct race r = {.b = &b, .keys = live, .n = LIVE};
     pthread_t t;
-    CHECK_EQ(pthread_create(&t, NULL, reader, &r), 0);
+    CHECK_EQ(pthread_create(&t, NULL, race_reader, &r), 0);
     struct keyset ks = {.keys = live, .n = LIVE};
-    for (int i = 0; i < 2000; i++) {
+    int failed = 0;
+    for (int i = 0; i < 2000 && !failed; i++) {
         /* Stale keys between rebuilds, so each rebuild really clears bits. */
         for (uint64_t k = 0; k < 50; k++)
             memprof__bloom_add(&b, key_of(1000000 + (uint64_t)i * 50 + k));
-        CHECK_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &ks, LIVE), 0);
+        failed = !EXPECT_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &ks, LIVE), 0);
     }
     atomic_store(&r.stop, 1);
     pthread_join(t, NULL);
     printf("  %" PRIu64 " reads during 2000 rebuilds, %" PRIu64 " misses\n", r.checks, r.misses);
     EXPECT_EQ_U(r.misses, 0);
-    release(&b);
+    memprof__bloom_destroy(&b);
 }
 
 int main(int argc, char **argv)
@@ -378,15 +452,18 @@ int main(int argc, char **argv)
         TEST_CASE(test_no_false_negatives),
         TEST_CASE(test_false_positive_rate_is_low),
         TEST_CASE(test_fill_is_monotone_between_rebuilds),
-        TEST_CASE(test_rebuild_keeps_live_keys_and_reduces_fill),
-        TEST_CASE(test_should_rebuild_needs_mostly_dead_keys),
+        TEST_CASE(test_rebuild_keeps_live_keys_and_drops_stale_bits),
+        TEST_CASE(test_repeated_rebuilds_keep_live_keys),
+        TEST_CASE(test_should_rebuild_needs_many_dead_keys),
         TEST_CASE(test_rebuild_counter_increments),
         TEST_CASE(test_key_added_during_rebuild_survives),
+        TEST_CASE(test_insert_spanning_the_rebuild_end_survives),
         TEST_CASE(test_key_claimed_after_scan_survives),
         TEST_CASE(test_concurrent_rebuild_is_refused),
         TEST_CASE(test_disabled_filter_stays_off),
-        TEST_CASE(test_destroy_after_rebuild_releases_everything),
+        TEST_CASE(test_shutdown_during_rebuild_keeps_the_filter_off),
         TEST_CASE(test_readers_never_miss_during_rebuilds),
+        TEST_CASE(test_destroy_after_rebuilds_releases_everything),
     };
     return TEST_MAIN(cases, false);
 }
