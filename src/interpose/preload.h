@@ -6,8 +6,24 @@
 #ifndef MEMPROF_INTERPOSE_PRELOAD_H
 #define MEMPROF_INTERPOSE_PRELOAD_H
 
+#include <limits.h>
+
+#include "memprof/memprof.h"
+
 /* Reads MEMPROF_* from the environment, initialises and starts the engine as configured,
- * and arranges the exit-time profile. Called once from the plugin's constructor. */
+ * and sets up the profile files. Called once from the plugin's constructor. */
 void memprof__preload_configure(void);
+
+/* Where, how and when profiles are written (preload_dump.c). */
+struct memprof_dump_config {
+    char output[PATH_MAX]; /* template with %p; empty = write nothing */
+    memprof_format format;
+    unsigned interval_s;   /* 0 = no periodic dumps */
+    int signo;             /* 0 = no dump signal */
+};
+void memprof__preload_dump_setup(const struct memprof_dump_config *cfg);
+
+/* One line on stderr, unless MEMPROF_QUIET=1. */
+void memprof__preload_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

@@ -10,18 +10,23 @@
  *                   MiB, GiB); default 512K.
  *   MEMPROF_OUTPUT  profile written at exit; "%p" is replaced by the pid, "%%" by "%".
  *                   Unset: nothing is written. Ignored in set-uid/set-gid programs.
- *   MEMPROF_FORMAT  text or collapsed (default: from the file extension, else text).
+ *   MEMPROF_FORMAT  pprof, speedscope, collapsed, text or html (default: from the file
+ *                   extension, else text).
+ *   MEMPROF_INTERVAL  also rewrite the profile every this many seconds (1 .. 86400).
+ *   MEMPROF_SIGNAL  also rewrite the profile when the process receives this signal (a name
+ *                   such as USR2 or SIGUSR2, or a number); the handler is replaced if the
+ *                   program installs its own.
  *   MEMPROF_UNWIND  dwarf (default when built with libunwind) or fp (frame pointers:
  *                   faster, but stacks stop at code built without frame pointers).
  *   MEMPROF_QUIET   1 silences every message.
- * A forked child that exits writes its own profile: to the %p expansion of its pid, or,
- * when the path has no %p, to "<path>.<pid>", so it never overwrites its parent's file.
+ * Writing the profiles is preload_dump.c's job.
  */
 #define _GNU_SOURCE
 #include "config.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,16 +37,11 @@
 #include "interpose/preload.h"
 #include "memprof/memprof.h"
 
-static struct {
-    int quiet;
-    char output[PATH_MAX];
-    memprof_format format;
-    pid_t pid_at_start;
-} cfg;
+static int quiet;
 
-static void say(const char *fmt, ...)
+void memprof__preload_say(const char *fmt, ...)
 {
-    if (cfg.quiet)
+    if (quiet)
         return;
     char line[512];
     va_list ap;
@@ -56,6 +56,8 @@ static void say(const char *fmt, ...)
     /* One write() so lines from several processes do not interleave. */
     (void)!write(STDERR_FILENO, line, (size_t)n);
 }
+
+#define say memprof__preload_say
 
 static int parse_bool(const char *name, const char *v, int dflt)
 {
@@ -95,62 +97,47 @@ static uint64_t parse_rate(const char *v)
     return (uint64_t)n << shift;
 }
 
-/* Expands %p and %% in the output template for the given pid; false if too long or bad. */
-static bool expand_path(const char *tmpl, pid_t pid, char *out, size_t size)
-{
-    size_t o = 0;
-    bool had_pid = false;
-    for (const char *p = tmpl; *p; p++) {
-        char piece[32];
-        const char *add = piece;
-        if (*p == '%' && p[1] == 'p') {
-            snprintf(piece, sizeof piece, "%d", (int)pid);
-            had_pid = true;
-            p++;
-        } else if (*p == '%' && p[1] == '%') {
-            piece[0] = '%', piece[1] = 0;
-            p++;
-        } else {
-            piece[0] = *p, piece[1] = 0;
-        }
-        size_t n = strlen(add);
-        if (o + n >= size)
-            return false;
-        memcpy(out + o, add, n);
-        o += n;
-    }
-    out[o] = 0;
-    if (!had_pid && pid != cfg.pid_at_start) {
-        /* A forked child: never overwrite the parent's profile. */
-        int n = snprintf(out + o, size - o, ".%d", (int)pid);
-        if (n < 0 || (size_t)n >= size - o)
-            return false;
-    }
-    return true;
-}
+static const struct {
+    const char *name;
+    memprof_format format;
+} formats[] = {
+    {"pprof", MEMPROF_FORMAT_PPROF},   {"speedscope", MEMPROF_FORMAT_SPEEDSCOPE},
+    {"collapsed", MEMPROF_FORMAT_COLLAPSED}, {"text", MEMPROF_FORMAT_TEXT},
+    {"html", MEMPROF_FORMAT_HTML},
+};
 
-static void write_profile_at_exit(void)
+static const struct {
+    const char *name;
+    int signo;
+} signals[] = {
+    {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"USR1", SIGUSR1},
+    {"USR2", SIGUSR2}, {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM},
+    {"CONT", SIGCONT}, {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU},
+    {"URG", SIGURG},   {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM},
+    {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"POLL", SIGPOLL}, {"PWR", SIGPWR},
+    {"SYS", SIGSYS},
+};
+
+/* A catchable signal by name (with or without "SIG") or number; 0 if invalid. */
+static int parse_signal(const char *v)
 {
-    if (!cfg.output[0] || memprof__engine_readable() != 0)
-        return;
-    char path[PATH_MAX];
-    if (!expand_path(cfg.output, getpid(), path, sizeof path)) {
-        say("memprof: MEMPROF_OUTPUT is too long; no profile written");
-        return;
-    }
-    memprof_snapshot *snap = NULL;
-    int rc = memprof_get_snapshot(&snap);
-    if (rc == 0)
-        rc = memprof_snapshot_write(snap, path, cfg.format);
-    memprof_free_snapshot(snap);
-    if (rc != 0)
-        say("memprof: could not write the profile to %s: %s", path, memprof_strerror(rc));
+    if (!strncmp(v, "SIG", 3))
+        v += 3;
+    for (size_t i = 0; i < sizeof signals / sizeof *signals; i++)
+        if (!strcasecmp(v, signals[i].name))
+            return signals[i].signo;
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (*v && !*end && n > 0 && n < NSIG && n != SIGKILL && n != SIGSTOP && n != SIGSEGV &&
+        n != SIGBUS && n != SIGFPE && n != SIGILL)
+        return (int)n;
+    return 0;
 }
 
 void memprof__preload_configure(void)
 {
-    cfg.pid_at_start = getpid();
-    cfg.quiet = parse_bool("MEMPROF_QUIET", getenv("MEMPROF_QUIET"), 0);
+    struct memprof_dump_config dump = {.format = MEMPROF_FORMAT_AUTO};
+    quiet = parse_bool("MEMPROF_QUIET", getenv("MEMPROF_QUIET"), 0);
     int start = parse_bool("MEMPROF_START", getenv("MEMPROF_START"), 1);
 
     const char *rate_s = getenv("MEMPROF_RATE");
@@ -161,21 +148,39 @@ void memprof__preload_configure(void)
             rate_s, MEMPROF_DEFAULT_RATE);
 
     const char *fmt = getenv("MEMPROF_FORMAT");
-    cfg.format = MEMPROF_FORMAT_AUTO;
-    if (fmt && !strcmp(fmt, "text"))
-        cfg.format = MEMPROF_FORMAT_TEXT;
-    else if (fmt && !strcmp(fmt, "collapsed"))
-        cfg.format = MEMPROF_FORMAT_COLLAPSED;
-    else if (fmt && *fmt)
-        say("memprof: ignoring MEMPROF_FORMAT='%s': expected text or collapsed; using the "
-            "file extension", fmt);
+    if (fmt && *fmt) {
+        size_t i = 0;
+        while (i < sizeof formats / sizeof *formats && strcmp(fmt, formats[i].name))
+            i++;
+        if (i < sizeof formats / sizeof *formats)
+            dump.format = formats[i].format;
+        else
+            say("memprof: ignoring MEMPROF_FORMAT='%s': expected pprof, speedscope, collapsed, "
+                "text or html; using the file extension", fmt);
+    }
 
     /* secure_getenv: a set-uid/set-gid program must not be made to write files. */
     const char *out = secure_getenv("MEMPROF_OUTPUT");
-    if (out && strlen(out) >= sizeof cfg.output)
+    if (out && strlen(out) >= sizeof dump.output)
         say("memprof: ignoring MEMPROF_OUTPUT: longer than %d bytes", PATH_MAX - 1);
     else if (out)
-        strcpy(cfg.output, out);
+        strcpy(dump.output, out);
+
+    const char *interval = getenv("MEMPROF_INTERVAL");
+    if (interval && *interval) {
+        char *end;
+        errno = 0;
+        long n = strtol(interval, &end, 10);
+        if (errno || *end || n < 1 || n > 86400)
+            say("memprof: ignoring MEMPROF_INTERVAL='%s': expected whole seconds from 1 to "
+                "86400", interval);
+        else
+            dump.interval_s = (unsigned)n;
+    }
+    const char *sig = getenv("MEMPROF_SIGNAL");
+    if (sig && *sig && !(dump.signo = parse_signal(sig)))
+        say("memprof: ignoring MEMPROF_SIGNAL='%s': expected a signal name such as USR2, or a "
+            "number", sig);
 
     const char *unwind = getenv("MEMPROF_UNWIND");
     uint32_t unwinder = MEMPROF_UNWIND_DEFAULT;
@@ -203,7 +208,5 @@ void memprof__preload_configure(void)
         if (rc != 0 && rc != -EALREADY)
             say("memprof: could not start profiling: %s", memprof_strerror(rc));
     }
-    /* Registered from the constructor, so it runs after the program's own atexit
-     * handlers: the profile sees what is still live at the very end. */
-    atexit(write_profile_at_exit);
+    memprof__preload_dump_setup(&dump);
 }
