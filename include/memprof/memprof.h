@@ -195,7 +195,8 @@ MEMPROF_API int memprof_stop(void);
  * Sampling and free tracking stop; later calls return `-ESHUTDOWN`. The tables are not
  * unmapped while allocation hooks may still run in other threads (they are reclaimed at
  * process exit). Snapshots already taken stay valid until memprof_free_snapshot().
- * Call it once, not concurrently with memprof_get_snapshot(). Calling it again is harmless.
+ * Call it once, not concurrently with memprof_get_snapshot(). Calling it again is harmless;
+ * calling it before memprof_init() also closes the door (a later init returns -ESHUTDOWN).
  *
  * Thread-safe. Not async-signal-safe. @since 1.0
  */

@@ -19,8 +19,10 @@
 
 const char *memprof_strerror(int err)
 {
-    switch (err < 0 ? -err : err) {
-    case 0:
+    /* Negate in unsigned arithmetic: -INT_MIN would overflow. */
+    unsigned e = err < 0 ? 0u - (unsigned)err : (unsigned)err;
+    switch (e) {
+    case 0u:
         return "Success";
     case EINVAL:
         return "Invalid argument";

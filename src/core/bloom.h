@@ -102,7 +102,7 @@ unsigned memprof__bloom_fill_permille(struct memprof_bloom *b);
  * are live now (the rest are stale bits of freed samples). */
 bool memprof__bloom_should_rebuild(struct memprof_bloom *b, uint64_t live_keys);
 /* Rebuilds from the keys `for_each_key` reports. Returns 0, -EBUSY if another rebuild runs,
- * or -ESHUTDOWN if the filter is disabled. */
+ * or -ESHUTDOWN if the filter is not enabled (nothing sampled yet, or shut down). */
 int memprof__bloom_rebuild(struct memprof_bloom *b,
                            void (*for_each_key)(void *src, void (*fn)(void *ctx, uint64_t key),
                                                 void *ctx),

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include "common/atomic.h"
@@ -328,9 +329,15 @@ int memprof__engine_stop(void)
 
 void memprof__engine_shutdown(void)
 {
+    /* One-way from every state, even before init (a later init then fails): only an init in
+     * progress is waited out, since its tables are being mapped. */
     int cur = memprof_atomic_load_seqcst(&E.state);
-    while (cur != MEMPROF_STATE_UNINITIALIZED && cur != ENGINE_INITIALIZING &&
-           cur != MEMPROF_STATE_SHUTDOWN) {
+    while (cur != MEMPROF_STATE_SHUTDOWN) {
+        if (cur == ENGINE_INITIALIZING) {
+            sched_yield();
+            cur = memprof_atomic_load_seqcst(&E.state);
+            continue;
+        }
         if (memprof_atomic_cas_seqcst(&E.state, &cur, MEMPROF_STATE_SHUTDOWN)) {
             memprof_atomic_add_relaxed(&E.generation, 1);
             memprof__bloom_disable(&E.bloom);

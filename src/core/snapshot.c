@@ -47,30 +47,38 @@ int memprof__snapshot_take(struct memprof_snapshot **out)
     int rc = memprof__engine_readable();
     if (rc)
         return rc;
-    /* Upper bounds: every open heap-map slot, every stack id handed out so far. Pages of
-     * the mapping that stay unused are never touched. */
+    /* Upper bound: every open heap-map slot. Pages of the mapping that stay unused are never
+     * touched. */
     unsigned active = memprof_atomic_load_acquire(&E.hm.active);
     size_t cap = (size_t)MEMPROF_HM_MIN_SEG << active;
-    size_t nids = memprof__st_nids(&E.st);
     size_t off_samples = align_up(sizeof(struct memprof_snapshot));
-    size_t off_index = align_up(off_samples + cap * sizeof(struct memprof_snap_sample));
-    size_t off_sites = align_up(off_index + nids * sizeof(uint32_t));
-    size_t bytes = off_sites + nids * sizeof(struct memprof_snap_site);
+    size_t bytes = off_samples + cap * sizeof(struct memprof_snap_sample);
     unsigned char *mem = memprof__pf_map(bytes);
     if (!mem)
         return -ENOMEM;
     struct memprof_snapshot *s = (struct memprof_snapshot *)mem;
-    uint32_t *site_of = (uint32_t *)(mem + off_index); /* stack id -> site index + 1 */
     s->map_bytes = bytes;
     s->rate = E.rate;
     s->timestamp_ns = memprof__pf_now_ns();
     s->stacks = &E.st;
     s->samples = (struct memprof_snap_sample *)(mem + off_samples);
-    s->sites = (struct memprof_snap_site *)(mem + off_sites);
-
     struct collect c = {.samples = s->samples, .cap = cap};
     memprof__hm_for_each(&E.hm, collect_sample, &c);
     s->nsamples = c.n;
+
+    /* Stack ids are read after the samples: a sample's stack is interned before the sample
+     * is inserted, so every collected sample's id is below this bound. */
+    size_t nids = memprof__st_nids(&E.st);
+    size_t off_sites = align_up(nids * sizeof(uint32_t));
+    s->sites_bytes = off_sites + (nids ? nids : 1) * sizeof(struct memprof_snap_site);
+    unsigned char *smem = memprof__pf_map(s->sites_bytes);
+    if (!smem) {
+        memprof__snapshot_free(s);
+        return -ENOMEM;
+    }
+    s->sites_map = smem;
+    uint32_t *site_of = (uint32_t *)smem; /* stack id -> site index + 1 */
+    s->sites = (struct memprof_snap_site *)(smem + off_sites);
 
     /* Every published stack that ever allocated gets a site, live or not. */
     for (size_t id = 0; id < nids; id++) {
@@ -87,10 +95,10 @@ int memprof__snapshot_take(struct memprof_snapshot **out)
     for (size_t i = 0; i < s->nsamples; i++) {
         const struct memprof_snap_sample *smp = &s->samples[i];
         memprof__est_add(&s->total, smp->size, s->rate);
-        /* A sample always has a published stack with alloc_samples > 0, except for one
-         * interned after the scan above: give it a site now. */
         if (smp->stack_id >= nids)
-            continue;
+            continue; /* cannot happen (see above); never index out of bounds */
+        /* The stack's counters may not show the sample yet (they are updated right after
+         * the insert): give it a site anyway. */
         if (!site_of[smp->stack_id]) {
             s->sites[s->nsites].stack_id = smp->stack_id;
             site_of[smp->stack_id] = (uint32_t)++s->nsites;
@@ -108,8 +116,10 @@ int memprof__snapshot_take(struct memprof_snapshot **out)
 
 void memprof__snapshot_free(struct memprof_snapshot *s)
 {
-    if (s)
-        memprof__pf_unmap(s, s->map_bytes);
+    if (!s)
+        return;
+    memprof__pf_unmap(s->sites_map, s->sites_bytes);
+    memprof__pf_unmap(s, s->map_bytes);
 }
 
 const uintptr_t *memprof__snapshot_site_frames(const struct memprof_snapshot *s,

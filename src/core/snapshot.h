@@ -33,7 +33,9 @@ struct memprof_snap_site {
 };
 
 struct memprof_snapshot {
-    size_t map_bytes;             /* size of the mapping holding this struct and arrays */
+    size_t map_bytes;             /* size of the mapping holding this struct and the samples */
+    void *sites_map;              /* the mapping holding the sites (and a stack-id index) */
+    size_t sites_bytes;
     uint64_t rate;
     uint64_t timestamp_ns;
     struct memprof_stacktab *stacks;

@@ -318,18 +318,25 @@ static uint32_t mapping_of(struct writer *w, const struct memprof_pframe *f)
     return ++w->nmaps;
 }
 
-/* Resolves frame i's function and mapping once. 0 or -ENOMEM. */
-static int prepare_frame(struct writer *w, uint32_t i)
+/* Mapping index + 1 of model frame i (0 for none), computed once per frame: frame_map
+ * holds that value + 1, 0 meaning not yet computed. UINT32_MAX when out of memory. */
+static uint32_t frame_mapping(struct writer *w, uint32_t i)
 {
-    if (w->frame_func[i])
-        return 0;
-    const struct memprof_pframe *f = &w->p->frames[i];
-    uint32_t fn = function_of(w, f), map = mapping_of(w, f);
-    if (!fn || map == UINT32_MAX)
-        return -ENOMEM;
-    w->frame_func[i] = fn;
-    w->frame_map[i] = map;
-    return 0;
+    if (!w->frame_map[i]) {
+        uint32_t map = mapping_of(w, &w->p->frames[i]);
+        if (map == UINT32_MAX)
+            return UINT32_MAX;
+        w->frame_map[i] = map + 1;
+    }
+    return w->frame_map[i] - 1;
+}
+
+/* Function index + 1 of model frame i, computed once; 0 when out of memory. */
+static uint32_t frame_function(struct writer *w, uint32_t i)
+{
+    if (!w->frame_func[i])
+        w->frame_func[i] = function_of(w, &w->p->frames[i]);
+    return w->frame_func[i];
 }
 
 /* Frames [first, last] of a stack form one location: see "Locations" at the top. */
@@ -358,13 +365,13 @@ static uint32_t location_of(struct writer *w, const struct memprof_pstack *st, u
                             unsigned last)
 {
     const struct memprof_profile *p = w->p;
-    for (unsigned i = first; i <= last; i++)
-        if (prepare_frame(w, st->frames[i]) != 0)
-            return 0;
     const struct memprof_pframe *owner = &p->frames[st->frames[last]];
+    uint32_t map = frame_mapping(w, st->frames[last]);
+    if (map == UINT32_MAX)
+        return 0;
     struct location cand = {
         .address = (owner->flags & MEMPROF_FRAME_RUNTIME) ? 0 : owner->address,
-        .mapping = w->frame_map[st->frames[last]],
+        .mapping = map,
         .first_line = w->nlines,
     };
     /* An unresolved native frame has no lines, so pprof shows its module and address. */
@@ -372,11 +379,12 @@ static uint32_t location_of(struct writer *w, const struct memprof_pstack *st, u
                     !(owner->flags & MEMPROF_FRAME_RUNTIME);
     uint64_t h = memprof__mix64(cand.address ^ ((uint64_t)cand.mapping << 40));
     for (unsigned i = first; !no_lines && i <= last; i++) {
-        if (!grow(&w->lines, &w->line_cap, w->nlines, sizeof *w->lines))
+        uint32_t fn = frame_function(w, st->frames[i]);
+        if (!fn || !grow(&w->lines, &w->line_cap, w->nlines, sizeof *w->lines))
             return 0;
-        const struct memprof_pframe *f = &p->frames[st->frames[i]];
-        w->lines[w->nlines++] = (struct line){w->frame_func[st->frames[i]], f->line};
-        h = memprof__mix64(h ^ ((uint64_t)w->frame_func[st->frames[i]] << 32 | f->line));
+        uint32_t line = p->frames[st->frames[i]].line;
+        w->lines[w->nlines++] = (struct line){fn, line};
+        h = memprof__mix64(h ^ ((uint64_t)fn << 32 | line));
     }
     cand.nlines = w->nlines - cand.first_line;
     for (size_t k = hindex_start(&w->loc_index, h); w->loc_index.slots[k].index1;
@@ -464,9 +472,10 @@ static int encode_samples(struct writer *w, const struct fixed_strings *s)
     for (size_t i = 0; i < p->nstacks; i++) {
         const struct memprof_pstack *st = &p->stacks[i];
         size_t nloc = 0;
-        for (unsigned j = 0; j < st->nframes; j++) {
+        for (unsigned j = 0; j < st->nframes; j++)
             if (st->frames[j] >= p->nframes)
                 return -EINVAL; /* a model bug; never write a dangling reference */
+        for (unsigned j = 0; j < st->nframes; j++) {
             unsigned last = group_end(p, st, j);
             uint32_t id = location_of(w, st, j, last);
             if (!id)

@@ -16,6 +16,14 @@
 /* Largest decompressed profile the reader accepts (a decompression bomb stops here). */
 #define MEMPROF_PPROF_MAX_SIZE ((size_t)1 << 30)
 
+/* The function name the resolver (resolve/stacks.c) gives an interpreter frame its frame
+ * source could not resolve; the reader maps it back to MEMPROF_FRAME_UNRESOLVED. */
+#define MEMPROF_PPROF_UNKNOWN_RUNTIME "[unknown runtime frame]"
+
+/* The reader's size limit, MEMPROF_PPROF_MAX_SIZE; a seam so tests can exercise the
+ * decompression-bomb check without inflating a gigabyte. */
+extern size_t memprof__pprof_read_limit;
+
 /* Writes `p` as gzip-compressed profile.proto. Returns 0, -ENOMEM, -EIO (stream error) or
  * -EOVERFLOW (a profile too large to encode). */
 int memprof__export_pprof(const struct memprof_profile *p, FILE *out);
