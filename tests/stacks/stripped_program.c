@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A program whose symbols are stripped (the build strips a copy of it) must still profile
+ * cleanly: its frames come out as "module+0xoffset" with the UNRESOLVED flag and are
+ * counted in the statistics, while frames in libc keep their names. Self-checking; run
+ * under the preload plugin.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <memprof/memprof.h>
+
+static int failures;
+#define CHECK(cond)                                                                        \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);       \
+            failures++;                                                                    \
+        }                                                                                  \
+    } while (0)
+
+__attribute__((noipa)) static void *hidden_alloc(size_t n)
+{
+    void *p = malloc(n);
+    memset(p, 1, n);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+int main(int argc, char **argv)
+{
+    memprof_stats st = {.size = sizeof st};
+    if (argc < 2 || memprof_get_stats(&st) != 0 || st.state != MEMPROF_STATE_ACTIVE)
+        return 77;
+    void *blocks[200];
+    for (int i = 0; i < 200; i++)
+        blocks[i] = hidden_alloc(100000);
+    memprof_snapshot *s = NULL;
+    CHECK(memprof_get_snapshot(&s) == 0);
+    memprof_site_info site = {.size = sizeof site};
+    CHECK(memprof_snapshot_site(s, 0, &site) == 0);
+    memprof_frame f = {.size = sizeof f};
+    CHECK(memprof_snapshot_frame(s, site.stack_id, 0, &f) == 0);
+    printf("leaf frame: %s in %s, flags %#x\n", f.function ? f.function : "(no symbol)",
+           f.module ? f.module : "?", f.flags);
+    CHECK(f.function == NULL);
+    CHECK(f.flags & MEMPROF_FRAME_UNRESOLVED);
+    CHECK(f.module && strstr(f.module, "stripped"));
+    CHECK(memprof_snapshot_write(s, argv[1], MEMPROF_FORMAT_COLLAPSED) == 0);
+    memprof_free_snapshot(s);
+    /* The collapsed label of an unresolved frame is module+0xoffset. */
+    FILE *in = fopen(argv[1], "r");
+    char line[4096];
+    int labelled = 0;
+    while (in && fgets(line, sizeof line, in))
+        labelled |= strstr(line, "stack_stripped+0x") != NULL;
+    if (in)
+        fclose(in);
+    CHECK(labelled);
+    memprof_get_stats(&st);
+    printf("%lu of %lu addresses without symbols\n", (unsigned long)st.unresolved_addresses,
+           (unsigned long)st.resolved_addresses);
+    CHECK(st.unresolved_addresses > 0);
+    for (int i = 0; i < 200; i++)
+        free(blocks[i]);
+    return failures ? 1 : 0;
+}
