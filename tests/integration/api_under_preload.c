@@ -14,6 +14,10 @@
  *   threads-cross-thread-free  4 threads allocate 500 x 50,000 B each at rate 64 KiB: the
  *                           estimate is within +-10 % of 100,000,000 B; after the main thread
  *                           frees every block, it is under 5 % of that.
+ *   thread-churn-counts     at rate 1, 1000 short-lived threads allocate 20 blocks each and
+ *                           free half: every allocation and free is counted after its thread
+ *                           has exited, and the main thread's frees of the rest empty the
+ *                           live set.
  *   free-after-stop         after memprof_stop(), freeing sampled blocks still removes their
  *                           samples (live samples and the estimate drop back).
  *   shutdown-keeps-program-working  after memprof_shutdown(), blocks sampled before it are
@@ -263,6 +267,63 @@ static int shutdown_keeps_program_working(void)
     return 0;
 }
 
+#define CHURN_THREADS 1000
+#define CHURN_BLOCKS 20
+
+static void *churn_blocks[CHURN_THREADS][CHURN_BLOCKS];
+
+static void *short_lived(void *arg)
+{
+    void **mine = arg;
+    for (int i = 0; i < CHURN_BLOCKS; i++) {
+        void *p = malloc(1000);
+        CHECK(p != NULL, "malloc failed");
+        if (i % 2) {
+            free(p); /* half freed by their own thread ... */
+            p = NULL;
+        }
+        mine[i] = p; /* ... half left for the main thread */
+    }
+    return NULL;
+}
+
+static int thread_churn_counts(void)
+{
+    require_state(MEMPROF_STATE_ACTIVE);
+    CHECK(stats().sampling_rate == 1, "run with MEMPROF_RATE=1");
+    memprof_stats s0 = stats();
+    for (int t = 0; t < CHURN_THREADS; t += 8) {
+        pthread_t tids[8];
+        for (int k = 0; k < 8 && t + k < CHURN_THREADS; k++)
+            CHECK(pthread_create(&tids[k], NULL, short_lived, churn_blocks[t + k]) == 0,
+                  "pthread_create failed");
+        for (int k = 0; k < 8 && t + k < CHURN_THREADS; k++)
+            pthread_join(tids[k], NULL);
+    }
+    memprof_stats s1 = stats();
+    for (int t = 0; t < CHURN_THREADS; t++)
+        for (int i = 0; i < CHURN_BLOCKS; i++)
+            free(churn_blocks[t][i]);
+    memprof_stats s2 = stats();
+    const uint64_t allocs = (uint64_t)CHURN_THREADS * CHURN_BLOCKS;
+    printf("after %d threads: +%" PRIu64 " samples, +%" PRIu64 " live, +%" PRIu64
+           " freed; after the main thread's frees: %" PRIu64 " live (%" PRIu64 " at start)\n",
+           CHURN_THREADS, s1.total_samples - s0.total_samples,
+           s1.live_samples - s0.live_samples, s1.freed_samples - s0.freed_samples,
+           s2.live_samples, s0.live_samples);
+    /* Thread creation allocates too (stacks are mmap'ed, but TLS/DTV may not be): at
+     * least our own allocations must be counted, and none lost when a thread exits. */
+    CHECK(s1.total_samples - s0.total_samples >= allocs,
+          "%" PRIu64 " samples for %" PRIu64 " sampled allocations: counts of exited threads "
+          "were lost", s1.total_samples - s0.total_samples, allocs);
+    CHECK(s1.freed_samples - s0.freed_samples >= allocs / 2, "frees of exited threads lost");
+    CHECK(s1.live_samples - s0.live_samples >= allocs / 2, "live samples of exited threads lost");
+    CHECK(s2.live_samples <= s0.live_samples + 16,
+          "%" PRIu64 " samples still live after every block was freed",
+          s2.live_samples - s0.live_samples);
+    return 0;
+}
+
 static int free_after_stop(void)
 {
     require_state(MEMPROF_STATE_ACTIVE);
@@ -365,6 +426,8 @@ int main(int argc, char **argv)
         return threads_cross_thread_free();
     if (!strcmp(mode, "shutdown-keeps-program-working"))
         return shutdown_keeps_program_working();
+    if (!strcmp(mode, "thread-churn-counts"))
+        return thread_churn_counts();
     if (!strcmp(mode, "free-after-stop"))
         return free_after_stop();
     if (!strcmp(mode, "no-samples-after-stop"))

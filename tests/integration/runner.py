@@ -253,6 +253,19 @@ def cmd_dlopen_profile(a):
             check(top and a.function in top[0], "the top site does not name %s" % a.function)
 
 
+def cmd_exit_busy(a):
+    """Exit while threads allocate: exit status 0 and a complete profile, several times."""
+    for attempt in range(a.repeat):
+        with tempfile.TemporaryDirectory(prefix="memprof-busy-") as tmp:
+            path = os.path.join(tmp, "prof.folded")
+            profiled_run(a, tmp, path, {"MEMPROF_RATE": "4096"})
+            check(os.path.exists(path), "run %d wrote no profile" % attempt)
+            lines = open(path, errors="replace").read().splitlines()
+            check(lines and all(re.match(r"^\S.* \d+$", ln) for ln in lines),
+                  "run %d: a truncated or malformed profile" % attempt)
+            print("run %d: %d stacks" % (attempt, len(lines)))
+
+
 def cmd_no_output(a):
     """Without MEMPROF_OUTPUT the plugin samples but writes and prints nothing."""
     with tempfile.TemporaryDirectory(prefix="memprof-none-") as tmp:
@@ -440,6 +453,7 @@ def main():
                        ("fork-profiles", cmd_fork_profiles),
                        ("no-output", cmd_no_output),
                        ("dlopen-profile", cmd_dlopen_profile),
+                       ("exit-busy", cmd_exit_busy),
                        ("symlink-output", cmd_symlink_output),
                        ("unwritable-output", cmd_unwritable_output)):
         s = sub.add_parser(name)
@@ -449,6 +463,7 @@ def main():
         s.add_argument("--file-name")
         s.add_argument("--format")
         s.add_argument("--min-bytes", type=int, default=0)
+        s.add_argument("--repeat", type=int, default=1)
         s.add_argument("args", nargs="*")
         s.set_defaults(func=func)
 
