@@ -53,8 +53,9 @@ rm -f "$log"
 
 fastpath="$build/bench/bench_fastpath"
 rss="$build/bench/bench_rss"
+coldpath="$build/bench/bench_coldpath"
 preload="$(realpath -m "$build/src/libmemprof-preload.so")"
-[[ -x "$fastpath" && -x "$rss" ]] || memprof_die "benchmarks not built in $build/"
+[[ -x "$fastpath" && -x "$rss" && -x "$coldpath" ]] || memprof_die "benchmarks not built in $build/"
 [[ -f "$preload" ]] || memprof_die "$preload not built (the preload backend is needed)"
 
 quick_args=()
@@ -107,6 +108,9 @@ memprof_log "bench_fastpath (churn) ..."
 } >>"$tmp"
 memprof_log "bench_fastpath (live1m) ..."
 "$fastpath" "${quick_args[@]}" --workloads live1m --rates 512K,64K --preload "$preload" >>"$tmp"
+echo >>"$tmp"
+memprof_log "bench_coldpath ..."
+"$coldpath" >>"$tmp"
 {
     echo
     echo "Total benchmark time: $((SECONDS - start)) s."
