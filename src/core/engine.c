@@ -221,12 +221,14 @@ bool memprof__take(void *ptr, struct memprof_hm_entry *out)
         return false;
     if (memprof__hm_remove(&E.hm, (uint64_t)(uintptr_t)ptr, out) != MEMPROF_HM_FOUND)
         return false;
+    memprof_atomic_add_relaxed(&E.freed_samples, 1);
     count_free(out);
     return true;
 }
 
 void memprof__restore(const struct memprof_hm_entry *e)
 {
+    memprof_atomic_sub_relaxed(&E.freed_samples, 1); /* memprof__take counted it freed */
     if (insert(e->key, e->size, e->stack_id, e->ts)) {
         uint64_t wb, wc;
         sample_weights(e->size, &wb, &wc);
