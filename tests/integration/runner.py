@@ -279,19 +279,30 @@ def cmd_no_output(a):
 
 
 def cmd_symlink_output(a):
-    """A MEMPROF_OUTPUT that is a symlink is replaced, never written through."""
+    """A MEMPROF_OUTPUT that is a symlink is never written through: the profile replaces
+    the link (temporary file + rename), or the write is refused with one line on stderr."""
     with tempfile.TemporaryDirectory(prefix="memprof-link-") as tmp:
         victim = os.path.join(tmp, "victim")
         with open(victim, "w") as f:
             f.write("precious\n")
         link = os.path.join(tmp, "prof.txt")
         os.symlink(victim, link)
-        profiled_run(a, tmp, link)
+        env = clean_env(dict(LD_PRELOAD=a.preload, MEMPROF_OUTPUT=link))
+        p = run([a.program], env, cwd=tmp)
+        show(os.path.basename(a.program), p)
+        check(p.returncode == 0, "the program failed under the profiler")
         with open(victim) as f:
             check(f.read() == "precious\n", "the profile was written through the symlink")
-        check(not os.path.islink(link), "prof.txt is still the symlink: no profile written")
-        check(profile_header_ok(link), "prof.txt is not a text profile")
-        print("the link was replaced by the profile; its target is untouched")
+        if os.path.islink(link):
+            err = p.stderr.decode(errors="replace").splitlines()
+            check(len(err) == 1, "the link was kept but stderr has %r, not one line" % err)
+            print("the write was refused: %s" % err[0])
+        else:
+            check(p.stderr == b"", "unexpected messages on stderr: %r" % p.stderr)
+            check(profile_header_ok(link), "prof.txt is not a text profile")
+            print("the link was replaced by the profile; its target is untouched")
+        check(sorted(os.listdir(tmp)) == ["prof.txt", "victim"],
+              "files left behind: %s" % sorted(os.listdir(tmp)))
 
 
 def cmd_unwritable_output(a):
