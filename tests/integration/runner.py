@@ -374,13 +374,14 @@ def cmd_installed(a):
         return SKIP
     with tempfile.TemporaryDirectory(prefix="memprof-install-") as tmp:
         dest = os.path.join(tmp, "dest")
-        # The build is complete when tests run: install without rebuilding. Two of these
-        # tests may run at once; meson install writes the build dir's install log, so take
-        # turns.
+        # meson test builds only what the tests depend on, not every installed target (the
+        # memprof command, ...), so let meson install run ninja first: a no-op when the
+        # build is complete, as after `ninja && meson test`. Two of these tests may run at
+        # once and ninja and the install log must not be shared: take turns.
         with open(a.lock, "w") as lk:
             fcntl.flock(lk, fcntl.LOCK_EX)
-            p = run([a.meson, "install", "-C", a.builddir, "--no-rebuild", "--quiet",
-                     "--destdir", dest], clean_env(), timeout=120)
+            p = run([a.meson, "install", "-C", a.builddir, "--quiet", "--destdir", dest],
+                    clean_env(), timeout=280)
         show("meson install --destdir", p)
         check(p.returncode == 0, "meson install failed:\n" + p.stdout.decode(errors="replace"))
         pcs = [os.path.join(d, f) for d, _, fs in os.walk(dest) for f in fs if f == "memprof.pc"]
