@@ -82,6 +82,14 @@ static bool resolve_real(void)
     real.memalign = next("memalign", 1);
     real.valloc = next("valloc", 1);
     real.pvalloc = next("pvalloc", 0);
+    /* pvalloc is obsolete and not every allocator has one: dlsym(RTLD_NEXT) then finds
+     * glibc's, whose blocks the other allocator's free() cannot release. Use it only if it
+     * comes from the object that provides malloc. */
+    Dl_info pv, ma;
+    void *m_probe = dlsym(RTLD_NEXT, "malloc");
+    if (real.pvalloc && (!dladdr((void *)real.pvalloc, &pv) || !dladdr(m_probe, &ma) ||
+                         pv.dli_fbase != ma.dli_fbase))
+        real.pvalloc = NULL;
     real.malloc_usable_size = next("malloc_usable_size", 1);
     /* malloc last: the hooks test it to know that everything is resolved. */
     void *(*m)(size_t) = next("malloc", 1);
