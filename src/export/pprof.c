@@ -42,7 +42,7 @@
  *   the whole-heap inuse_space, inuse_objects, live_samples, inuse_space_var and
  *   inuse_objects_var (variances as %.17g, exact), and the health counters
  *   truncated_stacks, dropped_samples, stack_overflows, unresolved_addresses,
- *   total_addresses.
+ *   total_addresses when not zero.
  * - Gotchas pprof enforces: string_table[0] is "", every id is non-zero, stacks leaf first.
  *
  * The whole uncompressed message is built in memory (it is a fraction of the snapshot it
@@ -583,7 +583,8 @@ static void encode_locations_and_functions(struct writer *w)
     }
 }
 
-/* The profile comments (see the top). Their text lives in `buf` until encoding ends. */
+/* The profile comments (see the top). Their text lives in `buf` until encoding ends.
+ * Returns how many there are, or -ENOMEM. */
 #define NCOMMENTS 13
 static int add_comments(struct writer *w, char (*buf)[128], uint32_t *ids)
 {
@@ -601,16 +602,26 @@ static int add_comments(struct writer *w, char (*buf)[128], uint32_t *ids)
     snprintf(buf[n++], sizeof *buf, "memprof.inuse_objects_var=%.17g",
              p->inuse_objects_var > 0.0 && isfinite(p->inuse_objects_var) ? p->inuse_objects_var
                                                                           : 0.0);
-    snprintf(buf[n++], sizeof *buf, "memprof.truncated_stacks=%" PRIu64, p->truncated_stacks);
-    snprintf(buf[n++], sizeof *buf, "memprof.dropped_samples=%" PRIu64, p->dropped_samples);
-    snprintf(buf[n++], sizeof *buf, "memprof.stack_overflows=%" PRIu64, p->stack_overflows);
-    snprintf(buf[n++], sizeof *buf, "memprof.unresolved_addresses=%" PRIu64,
-             p->unresolved_addresses);
-    snprintf(buf[n++], sizeof *buf, "memprof.total_addresses=%" PRIu64, p->total_addresses);
+    /* Health counters only when non-zero (the reader's default): every pprof report prints
+     * the comments, and a healthy profile should not say so five times. */
+    const struct {
+        const char *key;
+        uint64_t value;
+    } health[] = {
+        {"truncated_stacks", p->truncated_stacks},
+        {"dropped_samples", p->dropped_samples},
+        {"stack_overflows", p->stack_overflows},
+        {"unresolved_addresses", p->unresolved_addresses},
+        {"total_addresses", p->total_addresses},
+    };
+    for (size_t i = 0; i < sizeof health / sizeof *health; i++)
+        if (health[i].value)
+            snprintf(buf[n++], sizeof *buf, "memprof.%s=%" PRIu64, health[i].key,
+                     health[i].value);
     for (unsigned i = 0; i < n; i++)
         if ((ids[i] = intern(w, buf[i])) == UINT32_MAX)
             return -ENOMEM;
-    return 0;
+    return (int)n;
 }
 
 /* Deflates the message to `out` with a gzip header. */
@@ -724,7 +735,8 @@ int memprof__export_pprof(const struct memprof_profile *p, FILE *out)
     rc = -ENOMEM;
     char comments[NCOMMENTS][128];
     uint32_t comment_ids[NCOMMENTS];
-    if (add_comments(&w, comments, comment_ids) != 0)
+    int ncomments = add_comments(&w, comments, comment_ids);
+    if (ncomments < 0)
         goto done;
     encode_mappings(&w);
     encode_locations_and_functions(&w);
@@ -735,7 +747,7 @@ int memprof__export_pprof(const struct memprof_profile *p, FILE *out)
     value_type(&w, PROFILE_PERIOD_TYPE, s.space, s.bytes);
     memprof__pb_int(&w.out, PROFILE_PERIOD, clamp64(p->sampling_rate));
     size_t packed = memprof__pb_begin(&w.out, PROFILE_COMMENT);
-    for (unsigned i = 0; i < NCOMMENTS; i++)
+    for (int i = 0; i < ncomments; i++)
         memprof__pb_raw_varint(&w.out, comment_ids[i]);
     memprof__pb_end(&w.out, packed);
     memprof__pb_uint(&w.out, PROFILE_DEFAULT_SAMPLE_TYPE, s.inuse_space);
