@@ -9,10 +9,8 @@
  * bootstrap heap. If the real allocator cannot be found the process cannot continue:
  * this is the one place that prints a message and aborts (the spec's fail-fast case).
  *
- * Every wrapper keeps the C semantics of the function it wraps: errno on failure, calloc
- * and reallocarray overflow -> ENOMEM, alignment errors from the real allocator, realloc(NULL,
- * n) = malloc(n), realloc(p, 0) as glibc's. The engine sees a realloc as the free of the old
- * block and an allocation of the new size; a failed realloc keeps the old block's sample.
+ * The semantics (errno, overflow checks, realloc's rules) live in the shared wrappers
+ * (wrappers.h); this file adds the symbol exports and the bootstrap phase.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -29,21 +27,11 @@
 #include "core/engine.h"
 #include "interpose/bootstrap.h"
 #include "interpose/preload.h"
+#include "interpose/wrappers.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
-static struct {
-    void *(*malloc)(size_t);
-    void (*free)(void *);
-    void *(*calloc)(size_t, size_t);
-    void *(*realloc)(void *, size_t);
-    int (*posix_memalign)(void **, size_t, size_t);
-    void *(*aligned_alloc)(size_t, size_t);
-    void *(*memalign)(size_t, size_t);
-    void *(*valloc)(size_t);
-    void *(*pvalloc)(size_t);
-    size_t (*malloc_usable_size)(void *);
-} real;
+static struct memprof_allocator real;
 
 /* 0 = not resolved, 1 = resolving (allocations go to the bootstrap heap), 2 = resolved. */
 static _Atomic int resolve_state;
@@ -114,19 +102,16 @@ EXPORT void *malloc(size_t n)
 {
     if (!READY() && !resolve_real())
         return memprof__bootstrap_alloc(n, 16);
-    void *p = real.malloc(n);
-    memprof__on_alloc(p, n);
-    return p;
+    return memprof__wrap_malloc(&real, n);
 }
 
 EXPORT void free(void *p)
 {
-    if (!p || MEMPROF_UNLIKELY(memprof__bootstrap_owns(p)))
+    if (MEMPROF_UNLIKELY(memprof__bootstrap_owns(p)))
         return;
     if (MEMPROF_UNLIKELY(!real.free))
         return; /* only bootstrap blocks can exist before resolution */
-    memprof__on_free(p);
-    real.free(p);
+    memprof__wrap_free(&real, p);
 }
 
 #if HAVE_FREE_SIZED
@@ -139,16 +124,15 @@ EXPORT void free_sized(void *p, size_t n)
 
 EXPORT void *calloc(size_t n, size_t size)
 {
-    size_t total;
-    if (__builtin_mul_overflow(n, size, &total)) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    if (!READY() && !resolve_real())
+    if (!READY() && !resolve_real()) {
+        size_t total;
+        if (__builtin_mul_overflow(n, size, &total)) {
+            errno = ENOMEM;
+            return NULL;
+        }
         return memprof__bootstrap_alloc(total, 16); /* static storage: already zero */
-    void *p = real.calloc(n, size);
-    memprof__on_alloc(p, total);
-    return p;
+    }
+    return memprof__wrap_calloc(&real, n, size);
 }
 
 /* realloc of a block from the bootstrap heap: move it to the real heap. */
@@ -164,24 +148,11 @@ static void *realloc_bootstrap(void *old, size_t n)
 
 EXPORT void *realloc(void *old, size_t n)
 {
-    if (!old)
-        return malloc(n);
     if (MEMPROF_UNLIKELY(memprof__bootstrap_owns(old)))
         return realloc_bootstrap(old, n);
-    if (!READY())
-        resolve_real();
-    struct memprof_hm_entry taken;
-    bool had_sample = memprof__take(old, &taken);
-    void *p = real.realloc(old, n);
-    if (!p) {
-        /* n == 0: glibc freed the block. Otherwise the old block is intact: keep its
-         * sample. */
-        if (had_sample && n != 0)
-            memprof__restore(&taken);
-        return NULL;
-    }
-    memprof__on_alloc(p, n);
-    return p;
+    if (!READY() && !resolve_real())
+        return old ? NULL : memprof__bootstrap_alloc(n, 16);
+    return memprof__wrap_realloc(&real, old, n);
 }
 
 EXPORT void *reallocarray(void *old, size_t n, size_t size)
@@ -205,55 +176,35 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
         *out = p;
         return 0;
     }
-    int rc = real.posix_memalign(out, align, n);
-    if (rc == 0)
-        memprof__on_alloc(*out, n);
-    return rc;
+    return memprof__wrap_posix_memalign(&real, out, align, n);
 }
 
 EXPORT void *aligned_alloc(size_t align, size_t n)
 {
     if (!READY() && !resolve_real())
         return memprof__bootstrap_alloc(n, align);
-    void *p = real.aligned_alloc(align, n);
-    memprof__on_alloc(p, n);
-    return p;
+    return memprof__wrap_aligned_alloc(&real, align, n);
 }
 
 EXPORT void *memalign(size_t align, size_t n)
 {
     if (!READY() && !resolve_real())
         return memprof__bootstrap_alloc(n, align);
-    void *p = real.memalign(align, n);
-    memprof__on_alloc(p, n);
-    return p;
+    return memprof__wrap_memalign(&real, align, n);
 }
 
 EXPORT void *valloc(size_t n)
 {
     if (!READY() && !resolve_real())
         return memprof__bootstrap_alloc(n, 4096);
-    void *p = real.valloc(n);
-    memprof__on_alloc(p, n);
-    return p;
+    return memprof__wrap_valloc(&real, n);
 }
 
 EXPORT void *pvalloc(size_t n)
 {
     if (!READY() && !resolve_real())
         return memprof__bootstrap_alloc(n, 4096);
-    if (!real.pvalloc) {
-        /* The next allocator has no pvalloc: round up to whole pages ourselves. */
-        size_t page = (size_t)sysconf(_SC_PAGESIZE), total;
-        if (__builtin_add_overflow(n, page - 1, &total)) {
-            errno = ENOMEM;
-            return NULL;
-        }
-        return valloc(total & ~(page - 1));
-    }
-    void *p = real.pvalloc(n);
-    memprof__on_alloc(p, n);
-    return p;
+    return memprof__wrap_pvalloc(&real, n, (size_t)sysconf(_SC_PAGESIZE));
 }
 
 EXPORT size_t malloc_usable_size(void *p)
