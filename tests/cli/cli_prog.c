@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The program the `memprof` command tests run under `memprof run`: it allocates in named
+ * functions (so profiles, reports and diffs have known sites), prints its pid so the tests
+ * can find its profile file, and can wait for the test to act (periodic and signalled
+ * dumps), fork and exec itself (children profiled into their own files), or exit with a
+ * chosen status. Built with frame pointers and -g; the blocks stay live until exit.
+ *
+ *   cli-prog alloc N SIZE           N blocks of SIZE bytes in grow_cache(), N/4 in
+ *                                   parse_input(); prints "pid P"
+ *   cli-prog wait N SIZE FILE       the same, prints "ready P", then waits (at most 60 s)
+ *                                   until FILE exists
+ *   cli-prog spawn N SIZE           runs "cli-prog alloc N SIZE" as a forked and exec'd
+ *                                   child, waits for it, then allocates itself; prints
+ *                                   "pid P" and "child C"
+ *   cli-prog exit CODE              exits with CODE at once
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_BLOCKS 1000000
+
+static void *blocks[MAX_BLOCKS];
+static size_t nblocks;
+
+static void keep(void *p)
+{
+    if (!p) {
+        perror("cli-prog: malloc");
+        exit(3);
+    }
+    memset(p, 1, 1);
+    if (nblocks < MAX_BLOCKS)
+        blocks[nblocks++] = p;
+}
+
+__attribute__((noinline)) void grow_cache(size_t n, size_t size)
+{
+    for (size_t i = 0; i < n; i++)
+        keep(malloc(size));
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void parse_input(size_t n, size_t size)
+{
+    for (size_t i = 0; i < n; i++)
+        keep(malloc(size));
+    __asm__ volatile("" ::: "memory");
+}
+
+static void allocate(size_t n, size_t size)
+{
+    grow_cache(n, size);
+    parse_input(n / 4, size);
+}
+
+static unsigned long arg(const char *s)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || *end || !*s) {
+        fprintf(stderr, "cli-prog: bad number '%s'\n", s);
+        exit(2);
+    }
+    return v;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && !strcmp(argv[1], "exit") && argc == 3)
+        return (int)arg(argv[2]);
+    if (argc == 4 && !strcmp(argv[1], "alloc")) {
+        allocate(arg(argv[2]), arg(argv[3]));
+        printf("pid %d\n", (int)getpid());
+        return 0;
+    }
+    if (argc == 5 && !strcmp(argv[1], "wait")) {
+        allocate(arg(argv[2]), arg(argv[3]));
+        printf("ready %d\n", (int)getpid());
+        fflush(stdout);
+        struct stat st;
+        for (int i = 0; i < 6000 && stat(argv[4], &st) != 0; i++) {
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        return 0;
+    }
+    if (argc == 4 && !strcmp(argv[1], "spawn")) {
+        fflush(stdout);
+        pid_t child = fork();
+        if (child < 0) {
+            perror("cli-prog: fork");
+            return 3;
+        }
+        if (child == 0) {
+            execl("/proc/self/exe", argv[0], "alloc", argv[2], argv[3], (char *)NULL);
+            perror("cli-prog: exec");
+            _exit(127);
+        }
+        int status;
+        if (waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "cli-prog: the child failed\n");
+            return 3;
+        }
+        allocate(arg(argv[2]), arg(argv[3]));
+        printf("pid %d\nchild %d\n", (int)getpid(), (int)child);
+        return 0;
+    }
+    fprintf(stderr, "usage: cli-prog alloc|wait|spawn|exit ...\n");
+    return 2;
+}

@@ -1,0 +1,690 @@
+# SPDX-License-Identifier: MIT
+#
+# Tests of the `memprof` command (tools/): each subcommand of this script checks one
+# behaviour of `memprof run`, `report`, `diff` or the help texts, driving the built command
+# in a fresh temporary directory with an environment cleared of LD_PRELOAD and MEMPROF_*
+# variables, and checking exit statuses, stderr, the profile files written and the reports
+# made from them. tests/cli/meson.build names the tests. Exit status: 0 pass, 1 fail,
+# 77 skip.
+#
+# Run by Debian's /usr/bin/python3 with the standard library only; this script is never
+# profiled (only the programs started by `memprof run` get the plugin).
+import argparse
+import gzip
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+ARGS = None
+
+
+class Failure(Exception):
+    pass
+
+
+class Skip(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+def clean_env(extra=None):
+    env = {k: v for k, v in os.environ.items()
+           if k != "LD_PRELOAD" and not k.startswith(("MEMPROF_", "PYTHON"))}
+    # meson test sets a random MALLOC_PERTURB_; it only slows the programs down here.
+    env["MALLOC_PERTURB_"] = "0"
+    env.update(extra or {})
+    return env
+
+
+def memprof(*args, env=None, cwd=None, timeout=60, stdin=None):
+    cmd = [ARGS.memprof] + [str(a) for a in args]
+    p = subprocess.run(cmd, env=env or clean_env(), cwd=cwd, input=stdin,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    p.out = p.stdout.decode(errors="replace")
+    p.err = p.stderr.decode(errors="replace")
+    print("$ memprof %s\n  -> exit %d" % (" ".join(str(a) for a in args), p.returncode))
+    if p.err:
+        print("  stderr: " + p.err.rstrip().replace("\n", "\n          ")[:3000])
+    return p
+
+
+def lines(text):
+    return [l for l in text.splitlines() if l.strip()]
+
+
+def one_line_error(p, status, pattern=None):
+    """p exited with `status` after exactly one line on stderr starting 'memprof'."""
+    check(p.returncode == status, "expected exit %d, got %d" % (status, p.returncode))
+    ls = lines(p.err)
+    check(len(ls) == 1, "expected one line on stderr, got %d: %r" % (len(ls), p.err))
+    check(ls[0].startswith("memprof"), "the message does not start with 'memprof': %r" % ls[0])
+    if pattern:
+        check(re.search(pattern, ls[0]), "message %r does not match %r" % (ls[0], pattern))
+
+
+def pid_of(out, word="pid"):
+    m = re.findall(r"^%s (\d+)$" % word, out, re.M)
+    check(m, "the program did not print '%s N': %r" % (word, out))
+    return int(m[-1])
+
+
+def profile_ok(path):
+    """The file exists and is a gzip-compressed profile (pprof on disk is gzip)."""
+    check(os.path.isfile(path), "no profile at %s (directory: %s)" % (
+        path, sorted(os.listdir(os.path.dirname(path) or "."))))
+    with open(path, "rb") as f:
+        head = f.read(2)
+    check(head == b"\x1f\x8b", "%s is not gzip-compressed" % path)
+
+
+def run_prog(tmp, *prog_args, opts=(), env=None, timeout=60):
+    return memprof("run", *opts, "--", ARGS.prog, *prog_args, cwd=tmp, env=env,
+                   timeout=timeout)
+
+
+def default_profile(tmp, pid):
+    return os.path.join(tmp, "memprof.%s.%d.pb.gz" % (os.path.basename(ARGS.prog), pid))
+
+
+def need_plugin():
+    if not ARGS.plugin or not os.path.exists(ARGS.plugin):
+        raise Skip("the preload plugin is not built")
+
+
+# ---- help and version ---------------------------------------------------------------------
+
+def t_help(tmp):
+    for args, sections in [
+            (["--help"], ["NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXIT STATUS"]),
+            (["help"], ["NAME", "SYNOPSIS", "OPTIONS", "EXIT STATUS"]),
+            (["help", "run"], ["NAME", "SYNOPSIS", "OPTIONS", "ENVIRONMENT", "EXIT STATUS"]),
+            (["run", "--help"], ["NAME", "SYNOPSIS", "OPTIONS", "ENVIRONMENT", "EXIT STATUS"]),
+            (["run", "-h"], ["MEMPROF_PRELOAD", "--interval", "--signal", "127"]),
+            (["report", "--help"], ["NAME", "SYNOPSIS", "OPTIONS", "EXIT STATUS", "speedscope"]),
+            (["help", "diff"], ["NAME", "SYNOPSIS", "OPTIONS", "EXIT STATUS", "noise"]),
+            (["diff", "--help"], ["NAME", "SYNOPSIS"])]:
+        p = memprof(*args)
+        check(p.returncode == 0, "memprof %s: exit %d" % (" ".join(args), p.returncode))
+        check(p.err == "", "memprof %s wrote to stderr" % " ".join(args))
+        for s in sections:
+            check(re.search(r"^%s" % re.escape(s) if s.isupper() else re.escape(s), p.out,
+                            re.M),
+                  "memprof %s: no %r in the text" % (" ".join(args), s))
+        width = max(len(l) for l in p.out.splitlines())
+        check(width <= 92, "memprof %s: a line of %d characters" % (" ".join(args), width))
+    p = memprof("--version")
+    check(p.returncode == 0 and re.match(r"memprof \(libmemprof\) \d+\.\d+\.\d+\n$", p.out),
+          "--version printed %r" % p.out)
+
+
+# ---- usage errors -------------------------------------------------------------------------
+
+def t_bad_options(tmp):
+    p = memprof()
+    check(p.returncode == 2 and "usage" in p.err, "memprof without a command: %d" % p.returncode)
+    cases = [
+        ["bogus"],
+        ["--bogus"],
+        ["help", "bogus"],
+        ["run"],
+        ["run", "--"],
+        ["run", "--bogus", "--", "true"],
+        ["run", "-x", "--", "true"],
+        ["run", "-r"],
+        ["run", "-r", "0", "--", "true"],
+        ["run", "-r", "12Q", "--", "true"],
+        ["run", "--rate", "2T", "--", "true"],
+        ["run", "--format", "svg", "--", "true"],
+        ["run", "--interval", "0", "--", "true"],
+        ["run", "--interval", "1.5", "--", "true"],
+        ["run", "--signal", "KILL", "--", "true"],
+        ["run", "--signal", "NOPE", "--", "true"],
+        ["run", "--unwind", "magic", "--", "true"],
+        ["run", "-o", "", "--", "true"],
+        ["report"],
+        ["report", "--format", "svg", "x.pb.gz"],
+        ["report", "--top", "-3", "x.pb.gz"],
+        ["report", "--value", "wrong", "x.pb.gz"],
+        ["report", "a.pb.gz", "b.pb.gz"],
+        ["diff"],
+        ["diff", "a.pb.gz"],
+        ["diff", "a", "b", "c"],
+        ["diff", "--top", "x", "a", "b"],
+    ]
+    marker = os.path.join(tmp, "ran")
+    for args in cases:
+        p = memprof(*args, cwd=tmp)
+        one_line_error(p, 2)
+    # A bad option never starts the program.
+    p = memprof("run", "-r", "0", "--", "sh", "-c", "touch " + marker, cwd=tmp)
+    one_line_error(p, 2, r"--rate '0'")
+    check(not os.path.exists(marker), "the program ran despite the bad option")
+
+
+# ---- memprof run: exit statuses and errors --------------------------------------------------
+
+def t_exit_status(tmp):
+    need_plugin()
+    p = memprof("run", "--", "sh", "-c", "exit 7", cwd=tmp)
+    check(p.returncode == 7, "sh -c 'exit 7' under memprof run: exit %d" % p.returncode)
+    p = memprof("run", "-q", "--", ARGS.prog, "exit", "42", cwd=tmp)
+    check(p.returncode == 42, "exit 42: got %d" % p.returncode)
+    check(p.err == "", "-q printed %r" % p.err)
+    p = memprof("run", "--", ARGS.prog, "exit", "0", cwd=tmp)
+    check(p.returncode == 0, "exit 0: got %d" % p.returncode)
+    # Options after the program's name are the program's own.
+    p = memprof("run", "sh", "-c", "exit 3", "-q", cwd=tmp)
+    check(p.returncode == 3, "run without --: exit %d" % p.returncode)
+
+
+def t_killed(tmp):
+    need_plugin()
+    p = memprof("run", "--", "sh", "-c", "kill -TERM $$", cwd=tmp)
+    check(p.returncode == 128 + signal.SIGTERM, "killed by SIGTERM: exit %d" % p.returncode)
+    check(re.search(r"^memprof: sh was killed by signal 15 \(SIGTERM\)", p.err, re.M),
+          "no 'killed by signal' message")
+    p = memprof("run", "-q", "--", "sh", "-c", "kill -KILL $$", cwd=tmp)
+    check(p.returncode == 128 + signal.SIGKILL, "killed by SIGKILL: exit %d" % p.returncode)
+    check("signal 9 (SIGKILL)" in p.err, "no message for SIGKILL with -q")
+
+
+def t_missing_program(tmp):
+    need_plugin()
+    p = memprof("run", "--", "memprof-test-no-such-program", "arg", cwd=tmp)
+    one_line_error(p, 127, r"memprof-test-no-such-program: command not found")
+    p = memprof("run", "--", "./no-such-file", cwd=tmp)
+    one_line_error(p, 127, r"cannot run \./no-such-file: No such file or directory")
+    plain = os.path.join(tmp, "not-executable")
+    with open(plain, "w") as f:
+        f.write("#!/bin/sh\nexit 0\n")
+    os.chmod(plain, 0o644)
+    p = memprof("run", "--", plain, cwd=tmp)
+    if os.geteuid() != 0:
+        one_line_error(p, 126, r"Permission denied")
+    else:
+        check(p.returncode in (0, 126), "a mode 0644 script as root: exit %d" % p.returncode)
+    check(not any(n.startswith("memprof.") for n in os.listdir(tmp)),
+          "a profile was written for a program that never ran")
+
+
+def t_unwritable_output(tmp):
+    need_plugin()
+    marker = os.path.join(tmp, "ran")
+    prog = ["sh", "-c", "touch " + marker]
+    p = memprof("run", "-o", os.path.join(tmp, "no", "such", "dir", "p.pb.gz"), "--", *prog)
+    one_line_error(p, 125, r"cannot write the profile .*No such file or directory")
+    check(not os.path.exists(marker), "the program ran although its profile cannot be written")
+    p = memprof("run", "-o", tmp, "--", *prog)
+    one_line_error(p, 125, r"is a directory")
+    p = memprof("run", "-o", "/proc/memprof-test.pb.gz", "--", *prog)
+    one_line_error(p, 125, r"cannot write the profile")
+    ro = os.path.join(tmp, "read-only")
+    os.mkdir(ro, 0o555)
+    p = memprof("run", "--", *prog, cwd=ro)  # the default profile goes to the current directory
+    if os.geteuid() != 0:
+        one_line_error(p, 125, r"Permission denied")
+        check(not os.path.exists(marker), "the program ran in an unwritable directory")
+    os.chmod(ro, 0o755)
+    p = memprof("report", "-o", os.path.join(tmp, "no", "dir", "r.txt"), "/nonexistent.pb.gz")
+    check(p.returncode == 1, "report of a missing file: exit %d" % p.returncode)
+
+
+def t_plugin_override(tmp):
+    need_plugin()
+    env = clean_env({"MEMPROF_PRELOAD": os.path.join(tmp, "nonexistent.so")})
+    p = memprof("run", "--", "true", env=env, cwd=tmp)
+    one_line_error(p, 125, r"MEMPROF_PRELOAD=.*nonexistent\.so")
+    # An explicit plugin is used as given; the existing LD_PRELOAD follows it; this command
+    # itself is not profiled.
+    link = os.path.join(tmp, "plugin.so")
+    os.symlink(ARGS.plugin, link)
+    libm = "/lib/x86_64-linux-gnu/libm.so.6"
+    if not os.path.exists(libm):
+        libm = ""
+    env = clean_env({"MEMPROF_PRELOAD": link, "LD_PRELOAD": libm})
+    p = memprof("run", "-o", "env.pb.gz", "--", "sh", "-c",
+                'echo "$LD_PRELOAD"; echo "$MEMPROF_OUTPUT"; echo "$MEMPROF_FORMAT";'
+                ' cat /proc/$PPID/maps', env=env, cwd=tmp)
+    check(p.returncode == 0, "exit %d" % p.returncode)
+    out = p.out.splitlines()
+    plugin = os.path.realpath(ARGS.plugin)
+    expect = plugin + (":" + libm if libm else "")
+    check(out[0] == expect, "LD_PRELOAD in the program: %r, expected %r" % (out[0], expect))
+    check(out[1] == os.path.join(os.path.realpath(tmp), "env.pb.gz.%p") or
+          out[1] == os.path.join(tmp, "env.pb.gz.%p"),
+          "MEMPROF_OUTPUT in the program: %r" % out[1])
+    check(out[2] == "pprof", "MEMPROF_FORMAT in the program: %r" % out[2])
+    maps = "\n".join(out[3:])
+    check("libmemprof" not in maps, "memprof run has the profiler loaded into itself")
+
+
+def t_relocated(tmp):
+    """A staged or relocated tree: the command finds the plugin relative to itself."""
+    need_plugin()
+    if not ARGS.plugin_from_bindir or ARGS.plugin_from_bindir.startswith("/"):
+        raise Skip("no relative plugin path configured")
+    root = os.path.join(tmp, "moved", "prefix")
+    bindir = os.path.join(root, ARGS.bindir)
+    os.makedirs(bindir)
+    cmd = os.path.join(bindir, "memprof")
+    shutil.copy2(ARGS.memprof, cmd)
+    plugin = os.path.normpath(os.path.join(bindir, ARGS.plugin_from_bindir))
+    os.makedirs(os.path.dirname(plugin))
+    shutil.copy2(ARGS.plugin, plugin)
+    # The copied plugin needs libmemprof.so.1 from the same build.
+    env = clean_env({"LD_LIBRARY_PATH": ARGS.libdir})
+    work = os.path.join(tmp, "work")
+    os.mkdir(work)
+    p = subprocess.run([cmd, "run", "-q", "--", "sh", "-c",
+                        'echo "$LD_PRELOAD"'], env=env, cwd=work,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    print("relocated: exit %d, stdout %r, stderr %r" % (p.returncode, p.stdout, p.stderr))
+    check(p.returncode == 0, "the relocated command failed: %r" % p.stderr)
+    check(p.stdout.decode().strip() == os.path.realpath(plugin),
+          "the relocated command used %r, expected its own copy %r" % (p.stdout, plugin))
+
+
+# ---- memprof run: profiles ------------------------------------------------------------------
+
+def t_run_profile(tmp):
+    need_plugin()
+    p = run_prog(tmp, "alloc", "4000", "1000", opts=["-r", "16K"])
+    check(p.returncode == 0, "exit %d" % p.returncode)
+    pid = pid_of(p.out)
+    path = default_profile(tmp, pid)
+    profile_ok(path)
+    check(os.stat(path).st_mode & 0o777 == 0o600, "profile mode %o" % (os.stat(path).st_mode & 0o777))
+    check(re.search(r"written to memprof\.%s\.%d\.pb\.gz" % (re.escape(os.path.basename(
+        ARGS.prog)), pid), p.err), "the summary does not name the profile")
+    check("Estimated live heap" in p.err and "grow_cache" in p.err,
+          "the summary lacks the estimate or the top site")
+    check(re.search(r"95% interval", p.err) and "Health" in p.err,
+          "the summary lacks the interval or the health line")
+
+    # report, every format
+    r = memprof("report", path, cwd=tmp)
+    check(r.returncode == 0 and "grow_cache" in r.out and "parse_input" in r.out,
+          "report text lacks the sites")
+    r = memprof("report", "--top", "1", path, cwd=tmp)
+    ranked = re.findall(r"^\s*\d+\. .*", r.out, re.M)
+    check(r.returncode == 0 and len(ranked) == 1 and ranked[0].endswith("grow_cache"),
+          "report --top 1 does not show exactly grow_cache: %r" % ranked)
+    r = memprof("report", "--format", "collapsed", path, cwd=tmp)
+    check(r.returncode == 0, "collapsed: exit %d" % r.returncode)
+    folded = lines(r.out)
+    check(folded and all(re.match(r"^\S.* \d+$", l) for l in folded), "bad collapsed lines")
+    check(any(re.search(r"(^|;)grow_cache \d+$", l) or re.search(r";grow_cache;", l)
+              for l in folded), "no grow_cache stack in the collapsed output")
+    r = memprof("report", "--format", "collapsed", "--value", "alloc_objects", path, cwd=tmp)
+    check(r.returncode == 0 and lines(r.out), "collapsed alloc_objects: exit %d" % r.returncode)
+    r = memprof("report", "--format", "speedscope", path, cwd=tmp)
+    check(r.returncode == 0, "speedscope: exit %d" % r.returncode)
+    doc = json.loads(r.out)
+    check("speedscope" in doc.get("$schema", ""), "speedscope output without its $schema")
+    names = [f.get("name") for f in doc["shared"]["frames"]]
+    check("grow_cache" in names, "speedscope frames lack grow_cache")
+    for prof in doc["profiles"]:
+        for s in prof.get("samples", []):
+            check(all(0 <= i < len(names) for i in s), "frame index out of range")
+    r = memprof("report", "--format", "html", path, cwd=tmp)
+    check(r.returncode == 0 and "<html" in r.out.lower() and "grow_cache" in r.out,
+          "html: exit %d" % r.returncode)
+    check(not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", r.out, re.I),
+          "the HTML loads something from the network")
+    # -o picks the format from the extension; atomic, mode 0600
+    for name, probe in [("r.json", lambda s: json.loads(s)["$schema"]),
+                        ("r.folded", lambda s: s.index("grow_cache")),
+                        ("r.collapsed", lambda s: s.index("grow_cache")),
+                        ("r.txt", lambda s: s.index("Estimated live heap")),
+                        ("r.html", lambda s: s.lower().index("<html"))]:
+        r = memprof("report", "-o", name, path, cwd=tmp)
+        check(r.returncode == 0 and r.out == "", "report -o %s: exit %d" % (name, r.returncode))
+        out = os.path.join(tmp, name)
+        check(os.stat(out).st_mode & 0o777 == 0o600, "%s has mode %o" % (
+            name, os.stat(out).st_mode & 0o777))
+        with open(out) as f:
+            probe(f.read())
+    r = memprof("report", "-o", "again.pb.gz", path, cwd=tmp)
+    check(r.returncode == 0, "report -o x.pb.gz: exit %d" % r.returncode)
+    r = memprof("report", os.path.join(tmp, "again.pb.gz"))
+    check(r.returncode == 0 and "grow_cache" in r.out, "a re-written pprof does not read back")
+    leftovers = [n for n in os.listdir(tmp) if n.startswith(".")]
+    check(not leftovers, "temporary files left behind: %r" % leftovers)
+    # standard input
+    with open(path, "rb") as f:
+        r = memprof("report", "-", stdin=f.read())
+    check(r.returncode == 0 and "grow_cache" in r.out, "report - (stdin) failed")
+
+
+def t_run_output_option(tmp):
+    need_plugin()
+    p = run_prog(tmp, "alloc", "100", "1000", opts=["-o", "exact.pb.gz", "-q"])
+    check(p.returncode == 0, "exit %d" % p.returncode)
+    profile_ok(os.path.join(tmp, "exact.pb.gz"))
+    check(p.err == "", "-q printed %r" % p.err)
+    p = run_prog(tmp, "alloc", "100", "1000", opts=["-o", "sub/p.%p.pb.gz"])
+    check(p.returncode == 125, "-o into a missing directory: exit %d" % p.returncode)
+    os.mkdir(os.path.join(tmp, "sub"))
+    p = run_prog(tmp, "alloc", "100", "1000", opts=["-o", "sub/p.%p.pb.gz"])
+    pid = pid_of(p.out)
+    profile_ok(os.path.join(tmp, "sub", "p.%d.pb.gz" % pid))
+    p = run_prog(tmp, "alloc", "100", "1000", opts=["--format", "text", "-q"])
+    pid = pid_of(p.out)
+    txt = os.path.join(tmp, "memprof.%s.%d.txt" % (os.path.basename(ARGS.prog), pid))
+    check(os.path.isfile(txt), "--format text did not write %s" % txt)
+    with open(txt) as f:
+        check("Estimated live heap" in f.read(), "the text profile lacks the estimate")
+    p = run_prog(tmp, "alloc", "100", "1000", opts=["-o", "c.folded", "-q"])
+    with open(os.path.join(tmp, "c.folded")) as f:
+        check(re.search(r"grow_cache \d+$", f.read(), re.M), "-o c.folded is not collapsed")
+
+
+def t_run_children(tmp):
+    """A child that forks and execs is profiled into its own file."""
+    need_plugin()
+    p = run_prog(tmp, "spawn", "400", "1000", opts=["-r", "16K"])
+    check(p.returncode == 0, "exit %d" % p.returncode)
+    pid, child = pid_of(p.out), pid_of(p.out, "child")
+    check(pid != child, "the same pid for parent and child")
+    for q in (pid, child):
+        path = default_profile(tmp, q)
+        profile_ok(path)
+        r = memprof("report", path)
+        check(r.returncode == 0 and "grow_cache" in r.out, "the profile of %d lacks grow_cache" % q)
+    check(re.search(r"1 other process of this run wrote its own profile: memprof\.\S+\.%d\.pb\.gz"
+                    % child, p.err), "the summary does not mention the child's profile")
+    # -o without %p: exactly that file for the program, FILE.<pid> for the child
+    p = run_prog(tmp, "spawn", "400", "1000", opts=["-r", "16K", "-o", "fam.pb.gz"])
+    pid, child = pid_of(p.out), pid_of(p.out, "child")
+    profile_ok(os.path.join(tmp, "fam.pb.gz"))
+    profile_ok(os.path.join(tmp, "fam.pb.gz.%d" % child))
+    check(not os.path.exists(os.path.join(tmp, "fam.pb.gz.%d" % pid)),
+          "the main program's profile was not renamed to fam.pb.gz")
+
+
+def wait_for(cond, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise Failure("timed out after %g s waiting for %s" % (timeout, what))
+
+
+def start_waiting(tmp, opts, go):
+    cmd = [ARGS.memprof, "run"] + opts + ["--", ARGS.prog, "wait", "2000", "1000", go]
+    print("$ " + " ".join(cmd))
+    proc = subprocess.Popen(cmd, cwd=tmp, env=clean_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    line = proc.stdout.readline().decode()
+    check(line.startswith("ready "), "the program did not start: %r" % line)
+    return proc, int(line.split()[1])
+
+
+def finish(proc):
+    out, err = proc.communicate(timeout=60)
+    err = err.decode(errors="replace")
+    print("  -> exit %d\n  stderr: %s" % (proc.returncode, err.rstrip()))
+    return proc.returncode, err
+
+
+def t_interval(tmp):
+    need_plugin()
+    go = os.path.join(tmp, "go")
+    proc, pid = start_waiting(tmp, ["--interval", "1", "-r", "16K", "-o", "periodic.pb.gz"], go)
+    try:
+        running = os.path.join(tmp, "periodic.pb.gz.%d" % pid)
+        wait_for(lambda: os.path.exists(running), 10, "a periodic profile while it runs")
+        check(proc.poll() is None, "the program ended before the periodic profile")
+        profile_ok(running)
+        # Killed: the last periodic profile is kept under the requested name.
+        time.sleep(0.2)
+        os.kill(proc.pid, signal.SIGTERM)  # to memprof, which forwards it
+        status, err = finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    check(status == 128 + signal.SIGTERM, "killed by SIGTERM: exit %d" % status)
+    final = os.path.join(tmp, "periodic.pb.gz")
+    check(re.search(r"was killed by signal 15 \(SIGTERM\); the last profile written is "
+                    r"periodic\.pb\.gz", err), "no 'last profile written' message")
+    profile_ok(final)
+    r = memprof("report", final)
+    check(r.returncode == 0 and "grow_cache" in r.out, "the periodic profile lacks grow_cache")
+
+
+def t_signal(tmp):
+    need_plugin()
+    go = os.path.join(tmp, "go")
+    proc, pid = start_waiting(tmp, ["--signal", "USR2", "-r", "16K"], go)
+    try:
+        path = default_profile(tmp, pid)
+        time.sleep(0.3)
+        check(not os.path.exists(path), "a profile before the signal")
+        os.kill(pid, signal.SIGUSR2)  # to the program itself
+        wait_for(lambda: os.path.exists(path), 10, "the profile after SIGUSR2 to the program")
+        check(proc.poll() is None, "SIGUSR2 ended the program")
+        profile_ok(path)
+        first = os.stat(path).st_ino
+        os.kill(proc.pid, signal.SIGUSR2)  # to memprof run, which forwards it
+        wait_for(lambda: os.stat(path).st_ino != first, 10,
+                 "a new profile after SIGUSR2 to memprof run")
+        check(proc.poll() is None, "SIGUSR2 to memprof run ended it")
+        open(go, "w").close()
+        status, err = finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    check(status == 0, "exit %d" % status)
+    r = memprof("report", path)
+    check(r.returncode == 0 and "grow_cache" in r.out, "the profile lacks grow_cache")
+
+
+def signed_size(text):
+    """'+1.5 MiB' -> 1572864.0 (as printed by memprof diff)."""
+    m = re.match(r"([+-]?)([\d.]+) (B|KiB|MiB|GiB|TiB)$", text)
+    check(m, "not a size: %r" % text)
+    scale = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}[m.group(3)]
+    return float(m.group(2)) * scale * (-1 if m.group(1) == "-" else 1)
+
+
+def t_diff(tmp):
+    need_plugin()
+    profiles = []
+    for n in ("1000", "8000"):
+        out = os.path.join(tmp, "d%s.pb.gz" % n)
+        p = run_prog(tmp, "alloc", n, "1000", opts=["-r", "8K", "-q", "-o", out])
+        check(p.returncode == 0, "exit %d" % p.returncode)
+        profiles.append(out)
+    d = memprof("diff", *profiles)
+    check(d.returncode == 0, "diff: exit %d" % d.returncode)
+    print(d.out)
+    check(re.search(r"^Live heap: .* -> .*, change \+.*\(95% interval", d.out, re.M),
+          "no totals line")
+    sites = re.findall(r"^\s*\d+\. ([+-]\S+ \S+) .*\n\s+at (\S+)", d.out, re.M)
+    check(sites, "no changed sites listed")
+    check(sites[0][1] == "grow_cache", "the largest change is not grow_cache: %r" % sites[0][1])
+    check(sites[0][0].startswith("+"), "grow_cache did not grow")
+    first = d.out.split("\n  1. ")[1].split("\n")[0]
+    check("within sampling noise" not in first, "a 8x growth is called sampling noise")
+    check(re.search(r"^\s+at parse_input", d.out, re.M), "parse_input is not listed")
+    # The same profile twice: nothing changed.
+    same = memprof("diff", profiles[0], profiles[0])
+    check(same.returncode == 0 and re.search(r"^0 of \d+ sites changed", same.out, re.M),
+          "a profile diffed with itself shows changes")
+    # --top 1
+    d = memprof("diff", "--top", "1", *profiles)
+    check(d.returncode == 0 and "  2. " not in d.out, "--top 1 shows more than one site")
+    # Every change has an interval, and "within sampling noise" marks exactly the changes
+    # whose interval contains 0.
+    d = memprof("diff", "--top", "0", *profiles)
+    for line in re.findall(r"^\s*\d+\. .*$", d.out, re.M):
+        m = re.match(r"\s*\d+\. (\S+ \S+) \((\S+ \S+) to (\S+ \S+)\)", line)
+        check(m, "no change with an interval in %r" % line)
+        change, lo, hi = (signed_size(x) for x in m.groups())
+        check(lo <= change <= hi, "the change is outside its interval: %r" % line)
+        if lo != 0 and hi != 0:
+            check(("within sampling noise" in line) == (lo < 0 < hi),
+                  "noise mark inconsistent with the interval: %r" % line)
+    r = memprof("diff", profiles[0], os.path.join(tmp, "missing.pb.gz"))
+    one_line_error(r, 1, r"missing\.pb\.gz")
+
+
+# ---- the reader on bad input ---------------------------------------------------------------
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def field(num, payload):
+    if isinstance(payload, int):
+        return varint(num << 3) + varint(payload)
+    return varint((num << 3) | 2) + varint(len(payload)) + payload
+
+
+def foreign_pprof():
+    """A small valid pprof profile that memprof did not write (no memprof comments)."""
+    st = [b"", b"space", b"bytes", b"main"]
+    msg = field(1, field(1, 1) + field(2, 2))               # sample_type space/bytes
+    msg += field(2, field(1, 1) + field(2, 100))             # sample: location 1, value 100
+    msg += field(4, field(1, 1) + field(4, field(1, 1)))     # location 1 -> function 1
+    msg += field(5, field(1, 1) + field(2, 3))               # function 1 "main"
+    for s in st:
+        msg += field(6, s)
+    return msg
+
+
+def t_report_bad_input(tmp):
+    cases = {
+        "empty.pb.gz": b"",
+        "random.pb.gz": bytes(random.Random(1).randrange(256) for _ in range(4096)),
+        "text.pb.gz": b"this is not a profile\n" * 50,
+        "gzip-text.pb.gz": gzip.compress(b"hello, world\n" * 100),
+        "gzip-empty.pb.gz": gzip.compress(b""),
+        "foreign.pb.gz": gzip.compress(foreign_pprof()),
+        "foreign-raw.pb": foreign_pprof(),
+        "truncated-gzip.pb.gz": gzip.compress(foreign_pprof() * 20)[:40],
+        "huge-varint.pb": b"\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",
+    }
+    for name, data in cases.items():
+        path = os.path.join(tmp, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        for cmd in (["report", path], ["report", "--format", "html", path],
+                    ["diff", path, path]):
+            p = memprof(*cmd)
+            one_line_error(p, 1, re.escape(name))
+            check(p.out == "", "output despite the error: %r" % p.out[:200])
+    p = memprof("report", tmp)
+    one_line_error(p, 1, r"[Ii]s a directory")
+    p = memprof("report", os.path.join(tmp, "nonexistent.pb.gz"))
+    one_line_error(p, 1, r"No such file")
+    p = memprof("report", "-o", os.path.join(tmp, "out.txt"), os.path.join(tmp, "random.pb.gz"))
+    check(p.returncode == 1 and not os.path.exists(os.path.join(tmp, "out.txt")),
+          "an output file was created for an unreadable profile")
+
+
+def t_report_mutations(tmp):
+    """Mutated real profiles: the command reports an error or a result, never crashes."""
+    need_plugin()
+    src = os.path.join(tmp, "real.pb.gz")
+    p = run_prog(tmp, "alloc", "2000", "1000", opts=["-r", "16K", "-q", "-o", src])
+    check(p.returncode == 0, "exit %d" % p.returncode)
+    profile_ok(src)
+    with open(src, "rb") as f:
+        raw = gzip.decompress(f.read())
+    rng = random.Random(4)
+    variants = []
+    for i in range(120):
+        b = bytearray(raw)
+        kind = i % 4
+        if kind == 0:                       # flip bytes
+            for _ in range(rng.randint(1, 8)):
+                b[rng.randrange(len(b))] = rng.randrange(256)
+        elif kind == 1:                     # truncate
+            b = b[:rng.randrange(len(b))]
+        elif kind == 2:                     # splice a chunk elsewhere
+            a = rng.randrange(len(b))
+            c = b[a:a + rng.randint(1, 64)]
+            at = rng.randrange(len(b))
+            b[at:at] = c
+        else:                               # large varints
+            at = rng.randrange(len(b))
+            b[at:at] = b"\xff" * rng.randint(1, 12)
+        variants.append(bytes(b))
+    variants.append(gzip.compress(raw)[:-8])      # gzip without its trailer
+    ok = bad = 0
+    for i, data in enumerate(variants):
+        path = os.path.join(tmp, "m%d.pb.gz" % i)
+        with open(path, "wb") as f:
+            f.write(gzip.compress(data) if i < len(variants) - 1 else data)
+        r = subprocess.run([ARGS.memprof, "report", "--format", "text", path], env=clean_env(),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60)
+        check(r.returncode in (0, 1), "variant %d: exit %d (crash?) stderr %r" % (
+            i, r.returncode, r.stderr[:500]))
+        if r.returncode == 1:
+            bad += 1
+            check(len(lines(r.stderr.decode(errors="replace"))) == 1,
+                  "variant %d: not one line: %r" % (i, r.stderr))
+        else:
+            ok += 1
+        os.unlink(path)
+    print("%d mutated profiles read, %d rejected" % (ok, bad))
+    check(bad > 0, "no mutated profile was rejected")
+
+
+# ---------------------------------------------------------------------------------------------
+
+TESTS = {name[2:].replace("_", "-"): fn for name, fn in globals().items()
+         if name.startswith("t_")}
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--memprof", required=True)
+    ap.add_argument("--prog", required=True)
+    ap.add_argument("--plugin", default="")
+    ap.add_argument("--plugin-from-bindir", default="")
+    ap.add_argument("--bindir", default="bin")
+    ap.add_argument("--libdir", default="", help="directory of libmemprof.so.1")
+    ap.add_argument("test", choices=sorted(TESTS))
+    ARGS = ap.parse_args()
+    ARGS.memprof = os.path.abspath(ARGS.memprof)
+    ARGS.prog = os.path.abspath(ARGS.prog)
+    tmp = tempfile.mkdtemp(prefix="memprof-cli-")
+    try:
+        TESTS[ARGS.test](tmp)
+    except Skip as e:
+        print("SKIP: %s" % e)
+        return SKIP
+    except Failure as e:
+        print("FAIL: %s" % e)
+        print("(files kept in %s)" % tmp)
+        return 1
+    shutil.rmtree(tmp, ignore_errors=True)
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The `memprof` command's shared pieces: the subcommands' entry points (run.c, report.c,
+ * diff.c), their usage texts (help.c), and the helpers they share (common.c): messages in
+ * one fixed shape, strict parsing of rates and format names, reading a saved profile, and
+ * writing an output file atomically. The command links the internal static library, never
+ * libmemprof.so, so reading and converting profiles does not start a profiler inside it.
+ *
+ * Exit statuses are shared by every subcommand: 0 success, 1 failure (a profile that cannot
+ * be read, an output that cannot be written), 2 usage error; `memprof run` also passes the
+ * program's own status through (see help.c).
+ */
+#ifndef MEMPROF_TOOLS_CLI_H
+#define MEMPROF_TOOLS_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "export/export.h"
+#include "export/profile.h"
+#include "memprof/memprof.h"
+
+#define CLI_EXIT_OK       0
+#define CLI_EXIT_FAILURE  1
+#define CLI_EXIT_USAGE    2
+#define CLI_EXIT_CANNOT   125 /* memprof run failed before the program started */
+#define CLI_EXIT_NOEXEC   126 /* the program was found but could not be executed */
+#define CLI_EXIT_NOTFOUND 127 /* the program was not found */
+
+#define CLI_PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+/* ---- subcommands ---------------------------------------------------------------------------- */
+
+int memprof_cli_run(int argc, char **argv);
+int memprof_cli_report(int argc, char **argv);
+int memprof_cli_diff(int argc, char **argv);
+
+/* Prints the full usage text of `cmd` (NULL: the command as a whole) to `out`. Returns false
+ * if there is no such subcommand. */
+bool memprof_cli_help(const char *cmd, FILE *out);
+
+/* ---- messages ------------------------------------------------------------------------------- */
+
+/* "memprof: <message>" on stderr, one line. */
+void memprof_cli_error(const char *fmt, ...) CLI_PRINTF(1, 2);
+/* "memprof <cmd>: <message> (see 'memprof <cmd> --help')" on stderr; returns CLI_EXIT_USAGE. */
+int memprof_cli_usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
+
+/* Parses getopt_long's result for an unknown option or a missing argument into one usage line.
+ * `c` is what getopt_long returned ('?' or ':'). Returns CLI_EXIT_USAGE. */
+int memprof_cli_bad_option(const char *cmd, int c, char **argv);
+
+/* ---- values --------------------------------------------------------------------------------- */
+
+/* A rate in bytes: digits with an optional K, M or G suffix (binary; "Ki", "KiB" accepted),
+ * 1 .. 2^40, exactly as MEMPROF_RATE accepts it. Returns 0 when invalid. */
+uint64_t memprof_cli_parse_rate(const char *s);
+/* A non-negative decimal integer no larger than `max`; false when invalid. */
+bool memprof_cli_parse_uint(const char *s, unsigned long max, unsigned long *out);
+/* A signal the profiler can catch, by name (USR2, SIGUSR2; any case) or number; 0 when
+ * invalid. Rejects the signals that cannot be caught or mean a crash (KILL, STOP, SEGV, BUS,
+ * FPE, ILL), as MEMPROF_SIGNAL does. */
+int memprof_cli_parse_signal(const char *s);
+/* "SIGUSR2", "SIGRTMIN+3", or "signal 99" into buf. */
+const char *memprof_cli_signal_name(int signo, char *buf, size_t size);
+
+/* Format names (pprof, speedscope, collapsed, text, html) and their usual extensions. */
+memprof_format memprof_cli_format_by_name(const char *name); /* AUTO if unknown */
+const char *memprof_cli_format_name(memprof_format f);
+const char *memprof_cli_format_extension(memprof_format f); /* ".pb.gz", ... */
+memprof_format memprof_cli_format_by_path(const char *path); /* AUTO if not recognised */
+
+/* Collapsed-stack value names (inuse_space, alloc_space, inuse_objects, alloc_objects);
+ * returns -1 if unknown. */
+int memprof_cli_value_by_name(const char *name);
+
+/* ---- files ---------------------------------------------------------------------------------- */
+
+/* Reads a pprof profile written by memprof ("-" is standard input). On failure prints one
+ * line naming the file and the reason and returns NULL. */
+struct memprof_profile *memprof_cli_read_profile(const char *path);
+
+/* Checks that a file can be created in the directory that would hold `path` (by creating
+ * and removing a temporary file there, which also works for root and read-only mounts).
+ * Returns 0 or a positive errno; `dir` receives the directory checked. */
+int memprof_cli_check_writable(const char *path, char *dir, size_t dirsize);
+
+/* Writes `path` atomically: a temporary file (mode 0600) in the same directory, filled by
+ * `fill`, flushed, then renamed over `path`; a symbolic link at `path` is replaced, never
+ * followed. On failure the temporary file is removed, one line is printed and -1 returned.
+ * `fill` returns 0 or a negative errno. */
+int memprof_cli_write_atomic(const char *path, int (*fill)(FILE *out, void *ctx), void *ctx);
+
+/* Writes profile `p` in format `f` (never AUTO) to `out`; `top` limits the text format's
+ * sites, `value` chooses the collapsed format's value. Returns 0 or a negative errno. */
+int memprof_cli_export(const struct memprof_profile *p, memprof_format f, FILE *out, unsigned top,
+                       enum memprof_value value);
+
+#endif

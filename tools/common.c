@@ -1,0 +1,425 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Helpers shared by the `memprof` subcommands: messages, strict parsing of option values
+ * (rates and signals accept exactly what the preload plugin's MEMPROF_RATE and MEMPROF_SIGNAL
+ * accept, so `memprof run` can reject a bad value before the program starts instead of the
+ * plugin ignoring it), format names, reading a saved profile through the pprof reader, and
+ * atomic output files.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "core/engine.h" /* MEMPROF_MAX_RATE */
+#include "export/pprof.h"
+
+/* ---- messages ------------------------------------------------------------------------------- */
+
+void memprof_cli_error(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    fprintf(stderr, "memprof: %s\n", line);
+}
+
+int memprof_cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    if (cmd)
+        fprintf(stderr, "memprof %s: %s (see 'memprof %s --help')\n", cmd, line, cmd);
+    else
+        fprintf(stderr, "memprof: %s (see 'memprof --help')\n", line);
+    return CLI_EXIT_USAGE;
+}
+
+int memprof_cli_bad_option(const char *cmd, int c, char **argv)
+{
+    /* getopt_long leaves the offending word at argv[optind - 1]; for a bundled short option
+     * ("-qx") optopt names the letter. */
+    const char *word = optind > 0 ? argv[optind - 1] : "?";
+    if (c == ':') {
+        if (optopt && word[0] == '-' && word[1] != '-')
+            return memprof_cli_usage_error(cmd, "option -%c needs a value", optopt);
+        return memprof_cli_usage_error(cmd, "option %s needs a value", word);
+    }
+    if (optopt && isprint(optopt))
+        return memprof_cli_usage_error(cmd, "unknown option -%c", optopt);
+    return memprof_cli_usage_error(cmd, "unknown option '%s'", word);
+}
+
+/* ---- values --------------------------------------------------------------------------------- */
+
+uint64_t memprof_cli_parse_rate(const char *v)
+{
+    if (!v || *v < '0' || *v > '9')
+        return 0;
+    errno = 0;
+    char *end;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno)
+        return 0;
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    default: break;
+    }
+    if (*end == 'i' && shift) /* 64Ki, 64KiB */
+        end++;
+    if ((*end == 'b' || *end == 'B') && shift)
+        end++;
+    if (*end || n == 0 || n > (MEMPROF_MAX_RATE >> shift))
+        return 0;
+    return (uint64_t)n << shift;
+}
+
+bool memprof_cli_parse_uint(const char *s, unsigned long max, unsigned long *out)
+{
+    if (!s || *s < '0' || *s > '9')
+        return false;
+    errno = 0;
+    char *end;
+    unsigned long n = strtoul(s, &end, 10);
+    if (errno || *end || n > max)
+        return false;
+    *out = n;
+    return true;
+}
+
+static const struct {
+    const char *name;
+    int signo;
+} signal_names[] = {
+    {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT},     {"USR1", SIGUSR1},
+    {"USR2", SIGUSR2}, {"PIPE", SIGPIPE}, {"ALRM", SIGALRM},     {"TERM", SIGTERM},
+    {"CONT", SIGCONT}, {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},     {"TTOU", SIGTTOU},
+    {"URG", SIGURG},   {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ},     {"VTALRM", SIGVTALRM},
+    {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"POLL", SIGPOLL},   {"PWR", SIGPWR},
+    {"SYS", SIGSYS},
+};
+
+int memprof_cli_parse_signal(const char *v)
+{
+    if (!v || !*v)
+        return 0;
+    if (!strncasecmp(v, "SIG", 3))
+        v += 3;
+    for (size_t i = 0; i < sizeof signal_names / sizeof *signal_names; i++)
+        if (!strcasecmp(v, signal_names[i].name))
+            return signal_names[i].signo;
+    unsigned long n;
+    if (memprof_cli_parse_uint(v, NSIG - 1, &n) && n > 0 && n != SIGKILL && n != SIGSTOP &&
+        n != SIGSEGV && n != SIGBUS && n != SIGFPE && n != SIGILL)
+        return (int)n;
+    return 0;
+}
+
+const char *memprof_cli_signal_name(int signo, char *buf, size_t size)
+{
+    const char *abbrev = sigabbrev_np(signo);
+    if (abbrev)
+        snprintf(buf, size, "SIG%s", abbrev);
+    else if (signo >= SIGRTMIN && signo <= SIGRTMAX)
+        snprintf(buf, size, "SIGRTMIN+%d", signo - SIGRTMIN);
+    else
+        snprintf(buf, size, "signal %d", signo);
+    return buf;
+}
+
+static const struct {
+    const char *name;
+    memprof_format format;
+    const char *ext; /* the extension this command writes */
+} formats[] = {
+    {"pprof", MEMPROF_FORMAT_PPROF, ".pb.gz"},
+    {"speedscope", MEMPROF_FORMAT_SPEEDSCOPE, ".json"},
+    {"collapsed", MEMPROF_FORMAT_COLLAPSED, ".folded"},
+    {"text", MEMPROF_FORMAT_TEXT, ".txt"},
+    {"html", MEMPROF_FORMAT_HTML, ".html"},
+};
+
+memprof_format memprof_cli_format_by_name(const char *name)
+{
+    for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
+        if (!strcmp(name, formats[i].name))
+            return formats[i].format;
+    return MEMPROF_FORMAT_AUTO;
+}
+
+const char *memprof_cli_format_name(memprof_format f)
+{
+    for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
+        if (formats[i].format == f)
+            return formats[i].name;
+    return "auto";
+}
+
+const char *memprof_cli_format_extension(memprof_format f)
+{
+    for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
+        if (formats[i].format == f)
+            return formats[i].ext;
+    return "";
+}
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+memprof_format memprof_cli_format_by_path(const char *path)
+{
+    /* The same table as memprof_snapshot_write's, so a name means the same everywhere. */
+    if (has_suffix(path, ".pb.gz") || has_suffix(path, ".pprof"))
+        return MEMPROF_FORMAT_PPROF;
+    if (has_suffix(path, ".json"))
+        return MEMPROF_FORMAT_SPEEDSCOPE;
+    if (has_suffix(path, ".folded") || has_suffix(path, ".collapsed"))
+        return MEMPROF_FORMAT_COLLAPSED;
+    if (has_suffix(path, ".html") || has_suffix(path, ".htm"))
+        return MEMPROF_FORMAT_HTML;
+    if (has_suffix(path, ".txt"))
+        return MEMPROF_FORMAT_TEXT;
+    return MEMPROF_FORMAT_AUTO;
+}
+
+int memprof_cli_value_by_name(const char *name)
+{
+    static const char *const names[] = {"inuse_space", "alloc_space", "inuse_objects",
+                                        "alloc_objects"};
+    /* Keep in step with enum memprof_value (export.h). */
+    static const enum memprof_value values[] = {MEMPROF_VALUE_INUSE_SPACE,
+                                                MEMPROF_VALUE_ALLOC_SPACE,
+                                                MEMPROF_VALUE_INUSE_OBJECTS,
+                                                MEMPROF_VALUE_ALLOC_OBJECTS};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(name, names[i]))
+            return (int)values[i];
+    return -1;
+}
+
+/* ---- reading a profile ---------------------------------------------------------------------- */
+
+/* Reads all of fd, up to `max` bytes; returns 0 or a positive errno (EFBIG when larger). */
+static int read_all(int fd, size_t max, unsigned char **data, size_t *len)
+{
+    size_t cap = 64 * 1024, n = 0;
+    unsigned char *buf = malloc(cap);
+    if (!buf)
+        return ENOMEM;
+    for (;;) {
+        if (n == cap) {
+            if (cap > max) {
+                free(buf);
+                return EFBIG;
+            }
+            unsigned char *bigger = realloc(buf, cap * 2);
+            if (!bigger) {
+                free(buf);
+                return ENOMEM;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            free(buf);
+            return e;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    if (n > max) {
+        free(buf);
+        return EFBIG;
+    }
+    *data = buf;
+    *len = n;
+    return 0;
+}
+
+struct memprof_profile *memprof_cli_read_profile(const char *path)
+{
+    bool is_stdin = !strcmp(path, "-");
+    const char *name = is_stdin ? "standard input" : path;
+    int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        memprof_cli_error("cannot open %s: %s", name, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        memprof_cli_error("cannot read %s: %s", name, strerror(EISDIR));
+        if (!is_stdin)
+            close(fd);
+        return NULL;
+    }
+    unsigned char *data = NULL;
+    size_t len = 0;
+    /* A compressed profile is smaller than its decompressed form, which the reader caps at
+     * MEMPROF_PPROF_MAX_SIZE; the same cap on the file keeps the read bounded. */
+    int e = read_all(fd, MEMPROF_PPROF_MAX_SIZE, &data, &len);
+    if (!is_stdin)
+        close(fd);
+    if (e == EFBIG) {
+        memprof_cli_error("cannot read %s: larger than %zu MiB, not a profile memprof wrote",
+                          name, (size_t)(MEMPROF_PPROF_MAX_SIZE >> 20));
+        return NULL;
+    }
+    if (e) {
+        memprof_cli_error("cannot read %s: %s", name, strerror(e));
+        return NULL;
+    }
+    if (len == 0) {
+        free(data);
+        memprof_cli_error("cannot read %s: the file is empty, not a profile", name);
+        return NULL;
+    }
+    struct memprof_profile *p = NULL;
+    char err[256] = "";
+    int rc = memprof__pprof_read(data, len, &p, err, sizeof err);
+    free(data);
+    if (rc == -ENOMEM) {
+        memprof_cli_error("cannot read %s: %s", name, strerror(ENOMEM));
+        return NULL;
+    }
+    if (rc != 0 || !p) {
+        memprof__profile_free(p);
+        memprof_cli_error("cannot read %s: %s", name,
+                          err[0] ? err : "not a profile written by memprof");
+        return NULL;
+    }
+    return p;
+}
+
+/* ---- writing files -------------------------------------------------------------------------- */
+
+/* The directory part of path ("." when there is none), into dir. */
+static bool dir_of(const char *path, char *dir, size_t size)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return snprintf(dir, size, ".") < (int)size;
+    size_t n = slash == path ? 1 : (size_t)(slash - path);
+    if (n >= size)
+        return false;
+    memcpy(dir, path, n);
+    dir[n] = 0;
+    return true;
+}
+
+int memprof_cli_check_writable(const char *path, char *dir, size_t dirsize)
+{
+    if (!dir_of(path, dir, dirsize))
+        return ENAMETOOLONG;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return EISDIR;
+    if (stat(dir, &st) != 0)
+        return errno;
+    if (!S_ISDIR(st.st_mode))
+        return ENOTDIR;
+    char probe[PATH_MAX];
+    if (snprintf(probe, sizeof probe, "%s/.memprof-probe-XXXXXX", dir) >= (int)sizeof probe)
+        return ENAMETOOLONG;
+    int fd = mkstemp(probe);
+    if (fd < 0)
+        return errno;
+    close(fd);
+    unlink(probe);
+    return 0;
+}
+
+int memprof_cli_write_atomic(const char *path, int (*fill)(FILE *out, void *ctx), void *ctx)
+{
+    char dir[PATH_MAX], tmp[PATH_MAX];
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (!*base) {
+        memprof_cli_error("cannot write %s: %s", path, strerror(EISDIR));
+        return -1;
+    }
+    if (!dir_of(path, dir, sizeof dir) ||
+        snprintf(tmp, sizeof tmp, "%s/.%s.XXXXXX", dir, base) >= (int)sizeof tmp) {
+        memprof_cli_error("cannot write %s: %s", path, strerror(ENAMETOOLONG));
+        return -1;
+    }
+    /* mkstemp creates the file with mode 0600 and O_EXCL: nothing else can be behind it. */
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
+        memprof_cli_error("cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        memprof_cli_error("cannot write %s: %s", path, strerror(e));
+        return -1;
+    }
+    errno = 0;
+    int rc = fill(f, ctx);
+    int e = rc < 0 ? -rc : 0;
+    if (fflush(f) != 0 && !e)
+        e = errno ? errno : EIO;
+    if (ferror(f) && !e)
+        e = EIO;
+    if (fclose(f) != 0 && !e)
+        e = errno ? errno : EIO;
+    if (!e && rename(tmp, path) != 0)
+        e = errno;
+    if (e) {
+        unlink(tmp);
+        memprof_cli_error("cannot write %s: %s", path, strerror(e));
+        return -1;
+    }
+    return 0;
+}
+
+int memprof_cli_export(const struct memprof_profile *p, memprof_format f, FILE *out, unsigned top,
+                       enum memprof_value value)
+{
+    switch (f) {
+    case MEMPROF_FORMAT_PPROF:
+        return memprof__export_pprof(p, out);
+    case MEMPROF_FORMAT_SPEEDSCOPE:
+        return memprof__export_speedscope(p, out);
+    case MEMPROF_FORMAT_COLLAPSED:
+        return memprof__export_collapsed(p, out, value);
+    case MEMPROF_FORMAT_HTML:
+        return memprof__export_html(p, out);
+    case MEMPROF_FORMAT_TEXT:
+    case MEMPROF_FORMAT_AUTO:
+    default:
+        return memprof__export_text(p, out, top);
+    }
+}
