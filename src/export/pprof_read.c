@@ -673,11 +673,15 @@ static int decode_sample(struct reader *r, size_t i, size_t *nrefs, size_t *nfra
         if (f.number == 1) {
             if (memprof__pb_count_varints(&f, &cnt) != 0)
                 return fail(r, "malformed sample.location_id");
-            if (cnt > MAX_STACK_FRAMES - s->nrefs || (store && cnt > s->nrefs - (*nrefs - s->first_ref)))
+            if (cnt > MAX_STACK_FRAMES - s->nrefs ||
+                (store && cnt > s->nrefs - (*nrefs - s->first_ref)))
                 return fail(r, "sample with more than %zu locations", MAX_STACK_FRAMES);
             uint64_t ids[64];
-            /* Decode in small batches into a stack buffer: the view is already validated. */
-            struct memprof_pb_reader vr = {f.data, f.data + f.len};
+            /* Decode in small batches into a stack buffer: the view is already validated. A
+             * VARINT field has no data (and NULL + 0 is undefined). */
+            struct memprof_pb_reader vr = {NULL, NULL};
+            if (f.wire == MEMPROF_PB_LEN)
+                vr = (struct memprof_pb_reader){f.data, f.data + f.len};
             for (size_t done = 0; done < cnt;) {
                 size_t batch = cnt - done < 64 ? cnt - done : 64;
                 if (f.wire == MEMPROF_PB_VARINT) {
