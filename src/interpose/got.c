@@ -1,0 +1,419 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The GOT backend: memprof_start() in a process without the preload plugin rewrites the
+ * Global Offset Table slots through which every loaded ELF object calls the allocator, so
+ * those calls reach the shared wrappers (wrappers.h) and then libc's allocator.
+ *
+ * Facts this relies on (learned the hard way; see DESIGN.md "Interposition backends"):
+ * - Both JUMP_SLOT (PLT) and GLOB_DAT relocations are patched: code built with -fno-plt,
+ *   function-pointer uses, and libc's own internal calls (strdup -> malloc) go through
+ *   GLOB_DAT slots. libc itself is patched too, so strdup's block is seen.
+ * - Slots inside a PT_GNU_RELRO range are read-only after start-up (always with -z now):
+ *   the page is made writable for the store and read-only again.
+ * - The real functions are libc's *defined* symbols, looked up through libc's own handle.
+ *   dlsym(RTLD_DEFAULT, "malloc") in a non-PIE program (Debian's python3) returns the
+ *   program's PLT stub, which after patching jumps back into the hook: endless recursion.
+ * - Objects loaded later are patched from a dlopen hook. glibc's dlopen finds $ORIGIN,
+ *   RPATH and RUNPATH from its caller's return address, which inside a hook is this
+ *   library; so the hook searches the way the caller would (dlinfo RTLD_DI_SERINFO and
+ *   RTLD_DI_ORIGIN of the caller's link map) and hands glibc a path.
+ * - Frees of blocks allocated before patching arrive at the free hook and cost one check
+ *   (nothing live, or the Bloom filter says no). The dynamic loader's own allocations use
+ *   its private pointers to libc's allocator, not GOT slots, and stay invisible; the loader
+ *   and this library are not patched.
+ * Shutdown leaves the hooks in place: they become pass-throughs (the engine ignores them).
+ */
+#define _GNU_SOURCE
+#include "config.h"
+#include "interpose/got.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <limits.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/engine.h"
+#include "interpose/wrappers.h"
+
+#if defined(__x86_64__)
+#define R_JUMP_SLOT R_X86_64_JUMP_SLOT
+#define R_GLOB_DAT  R_X86_64_GLOB_DAT
+#elif defined(__aarch64__)
+#define R_JUMP_SLOT R_AARCH64_JUMP_SLOT
+#define R_GLOB_DAT  R_AARCH64_GLOB_DAT
+#else
+#error "the GOT backend supports x86_64 and aarch64"
+#endif
+
+static struct memprof_allocator real;
+static void *(*real_dlopen)(const char *, int);
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int installed;
+static uintptr_t self_base;
+static size_t page_size;
+
+/* ---- hooks ------------------------------------------------------------------------------- */
+
+#define HOOK MEMPROF_SAMPLING_TEXT static
+
+HOOK void *got_malloc(size_t n)
+{
+    return memprof__wrap_malloc(&real, n);
+}
+
+HOOK void got_free(void *p)
+{
+    memprof__wrap_free(&real, p);
+}
+
+HOOK void *got_calloc(size_t n, size_t size)
+{
+    return memprof__wrap_calloc(&real, n, size);
+}
+
+HOOK void *got_realloc(void *p, size_t n)
+{
+    return memprof__wrap_realloc(&real, p, n);
+}
+
+HOOK void *got_reallocarray(void *p, size_t n, size_t size)
+{
+    return memprof__wrap_reallocarray(&real, p, n, size);
+}
+
+HOOK int got_posix_memalign(void **out, size_t align, size_t n)
+{
+    return memprof__wrap_posix_memalign(&real, out, align, n);
+}
+
+HOOK void *got_aligned_alloc(size_t align, size_t n)
+{
+    return memprof__wrap_aligned_alloc(&real, align, n);
+}
+
+HOOK void *got_memalign(size_t align, size_t n)
+{
+    return memprof__wrap_memalign(&real, align, n);
+}
+
+HOOK void *got_valloc(size_t n)
+{
+    return memprof__wrap_valloc(&real, n);
+}
+
+HOOK void *got_pvalloc(size_t n)
+{
+    return memprof__wrap_pvalloc(&real, n, page_size);
+}
+
+static void *got_dlopen(const char *file, int mode);
+
+static const struct hook {
+    const char *name;
+    void *fn;
+} hooks[] = {
+    {"malloc", (void *)got_malloc},
+    {"free", (void *)got_free},
+    {"calloc", (void *)got_calloc},
+    {"realloc", (void *)got_realloc},
+    {"reallocarray", (void *)got_reallocarray},
+    {"posix_memalign", (void *)got_posix_memalign},
+    {"aligned_alloc", (void *)got_aligned_alloc},
+    {"memalign", (void *)got_memalign},
+    {"valloc", (void *)got_valloc},
+    {"pvalloc", (void *)got_pvalloc},
+    {"dlopen", (void *)got_dlopen},
+};
+
+/* ---- patching ---------------------------------------------------------------------------- */
+
+struct object {
+    uintptr_t base;
+    uintptr_t ro_lo, ro_hi; /* page range that RELRO made read-only */
+    const ElfW(Sym) *symtab;
+    const char *strtab;
+    size_t strsz;
+};
+
+static void patch_slot(const struct object *o, void **slot, void *fn)
+{
+    if (*slot == fn)
+        return;
+    uintptr_t at = (uintptr_t)slot, pg = at & ~(page_size - 1);
+    bool ro = at >= o->ro_lo && at < o->ro_hi;
+    if (ro && mprotect((void *)pg, page_size, PROT_READ | PROT_WRITE) != 0)
+        return;
+    __atomic_store_n(slot, fn, __ATOMIC_RELEASE);
+    if (ro)
+        mprotect((void *)pg, page_size, PROT_READ);
+}
+
+static void *hook_for(const struct object *o, size_t symidx)
+{
+    const ElfW(Sym) *sym = &o->symtab[symidx];
+    if (sym->st_name >= o->strsz)
+        return NULL;
+    const char *name = o->strtab + sym->st_name;
+    for (size_t i = 0; i < sizeof hooks / sizeof *hooks; i++)
+        if (strcmp(name, hooks[i].name) == 0)
+            return hooks[i].fn;
+    return NULL;
+}
+
+static void patch_rela(const struct object *o, const ElfW(Rela) *r, size_t bytes)
+{
+    for (size_t i = 0; i < bytes / sizeof *r; i++) {
+        unsigned long type = ELF64_R_TYPE(r[i].r_info);
+        if (type != R_JUMP_SLOT && type != R_GLOB_DAT)
+            continue;
+        void *fn = hook_for(o, ELF64_R_SYM(r[i].r_info));
+        if (fn)
+            patch_slot(o, (void **)(o->base + r[i].r_offset), fn);
+    }
+}
+
+static void patch_rel(const struct object *o, const ElfW(Rel) *r, size_t bytes)
+{
+    for (size_t i = 0; i < bytes / sizeof *r; i++) {
+        unsigned long type = ELF64_R_TYPE(r[i].r_info);
+        if (type != R_JUMP_SLOT && type != R_GLOB_DAT)
+            continue;
+        void *fn = hook_for(o, ELF64_R_SYM(r[i].r_info));
+        if (fn)
+            patch_slot(o, (void **)(o->base + r[i].r_offset), fn);
+    }
+}
+
+/* The loader relocates most objects' dynamic-section pointers in place; the vDSO's (and
+ * some platforms') are left as offsets. */
+static uintptr_t dyn_ptr(uintptr_t base, ElfW(Addr) v)
+{
+    return v < base ? base + v : v;
+}
+
+static bool skip_object(const struct dl_phdr_info *info)
+{
+    const char *name = info->dlpi_name ? info->dlpi_name : "";
+    return info->dlpi_addr == self_base || strstr(name, "/ld-linux") || strstr(name, "ld64.so") ||
+           strstr(name, "linux-vdso") || strstr(name, "linux-gate");
+}
+
+static int patch_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size, (void)data;
+    if (skip_object(info))
+        return 0;
+    struct object o = {.base = info->dlpi_addr};
+    const ElfW(Dyn) *dyn = NULL;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_DYNAMIC)
+            dyn = (const ElfW(Dyn) *)(o.base + ph->p_vaddr);
+        else if (ph->p_type == PT_GNU_RELRO) {
+            o.ro_lo = (o.base + ph->p_vaddr) & ~(page_size - 1);
+            o.ro_hi = (o.base + ph->p_vaddr + ph->p_memsz) & ~(page_size - 1);
+        }
+    }
+    if (!dyn)
+        return 0;
+    uintptr_t jmprel = 0, rela = 0, rel = 0;
+    size_t pltrelsz = 0, relasz = 0, relsz = 0;
+    long pltrel = DT_RELA;
+    for (; dyn->d_tag != DT_NULL; dyn++) {
+        switch (dyn->d_tag) {
+        case DT_SYMTAB: o.symtab = (const ElfW(Sym) *)dyn_ptr(o.base, dyn->d_un.d_ptr); break;
+        case DT_STRTAB: o.strtab = (const char *)dyn_ptr(o.base, dyn->d_un.d_ptr); break;
+        case DT_STRSZ: o.strsz = dyn->d_un.d_val; break;
+        case DT_JMPREL: jmprel = dyn_ptr(o.base, dyn->d_un.d_ptr); break;
+        case DT_PLTRELSZ: pltrelsz = dyn->d_un.d_val; break;
+        case DT_PLTREL: pltrel = (long)dyn->d_un.d_val; break;
+        case DT_RELA: rela = dyn_ptr(o.base, dyn->d_un.d_ptr); break;
+        case DT_RELASZ: relasz = dyn->d_un.d_val; break;
+        case DT_REL: rel = dyn_ptr(o.base, dyn->d_un.d_ptr); break;
+        case DT_RELSZ: relsz = dyn->d_un.d_val; break;
+        default: break;
+        }
+    }
+    if (!o.symtab || !o.strtab)
+        return 0;
+    if (jmprel && pltrel == DT_RELA)
+        patch_rela(&o, (const ElfW(Rela) *)jmprel, pltrelsz);
+    else if (jmprel)
+        patch_rel(&o, (const ElfW(Rel) *)jmprel, pltrelsz);
+    if (rela)
+        patch_rela(&o, (const ElfW(Rela) *)rela, relasz);
+    if (rel)
+        patch_rel(&o, (const ElfW(Rel) *)rel, relsz);
+    return 0;
+}
+
+/* Patches every loaded object; slots already pointing at a hook are left alone, so running
+ * it again after a dlopen only touches what is new. */
+static void patch_all(void)
+{
+    uint8_t g = memprof__guard_enter();
+    pthread_mutex_lock(&lock);
+    dl_iterate_phdr(patch_cb, NULL);
+    pthread_mutex_unlock(&lock);
+    memprof__guard_leave(g);
+}
+
+/* ---- dlopen on the caller's behalf --------------------------------------------------------- */
+
+/* Replaces $ORIGIN / ${ORIGIN} in `file` with the caller's origin; false if too long. */
+static bool expand_origin(const char *file, const char *origin, char *out, size_t size)
+{
+    size_t o = 0;
+    for (const char *p = file; *p;) {
+        size_t skip = !strncmp(p, "$ORIGIN", 7) ? 7 : !strncmp(p, "${ORIGIN}", 9) ? 9 : 0;
+        const char *add = skip ? origin : p;
+        size_t n = skip ? strlen(origin) : 1;
+        if (o + n >= size)
+            return false;
+        memcpy(out + o, add, n);
+        o += n;
+        p += skip ? skip : 1;
+    }
+    out[o] = 0;
+    return true;
+}
+
+/* Opens `file` as glibc would for a dlopen called from `caller`. */
+static void *open_as(const void *caller, const char *file, int mode)
+{
+    if (!file)
+        return real_dlopen(file, mode);
+    Dl_info info;
+    struct link_map *map = NULL;
+    bool known = dladdr1(caller, &info, (void **)&map, RTLD_DL_LINKMAP) && map;
+    if (known && strstr(file, "ORIGIN")) {
+        char origin[PATH_MAX], path[PATH_MAX];
+        if (dlinfo(map, RTLD_DI_ORIGIN, origin) == 0 &&
+            expand_origin(file, origin, path, sizeof path))
+            return real_dlopen(path, mode);
+        return real_dlopen(file, mode);
+    }
+    if (!known || strchr(file, '/'))
+        return real_dlopen(file, mode);
+    /* A bare name: already loaded (by soname) wins, as in glibc. */
+    void *h = real_dlopen(file, mode | RTLD_NOLOAD);
+    if (h)
+        return h;
+    /* Then the caller's search path: its RPATH, LD_LIBRARY_PATH, its RUNPATH, the system
+     * directories, in glibc's order. */
+    Dl_serinfo probe;
+    if (dlinfo(map, RTLD_DI_SERINFOSIZE, &probe) == 0 && probe.dls_size > 0) {
+        Dl_serinfo *si = malloc(probe.dls_size);
+        if (si) {
+            *si = probe;
+            if (dlinfo(map, RTLD_DI_SERINFO, si) == 0) {
+                for (unsigned i = 0; i < si->dls_cnt && !h; i++) {
+                    char path[PATH_MAX];
+                    int n = snprintf(path, sizeof path, "%s/%s", si->dls_serpath[i].dls_name,
+                                     file);
+                    if (n > 0 && (size_t)n < sizeof path && access(path, F_OK) == 0)
+                        h = real_dlopen(path, mode);
+                }
+            }
+            free(si);
+        }
+    }
+    /* Otherwise (e.g. only in ld.so.cache): glibc's own search. */
+    return h ? h : real_dlopen(file, mode);
+}
+
+static void *got_dlopen(const char *file, int mode)
+{
+    void *h = open_as(__builtin_return_address(0), file, mode);
+    if (h)
+        patch_all();
+    return h;
+}
+
+/* ---- installation ------------------------------------------------------------------------ */
+
+static int self_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && (uintptr_t)data >= start &&
+            (uintptr_t)data < start + ph->p_memsz) {
+            self_base = info->dlpi_addr;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* libc's definitions, and a check that nothing else is interposed. */
+static int find_real(void)
+{
+    void *libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
+    if (!libc)
+        return -ENOTSUP;
+    struct memprof_allocator a = {
+        .malloc = (void *(*)(size_t))dlsym(libc, "malloc"),
+        .free = (void (*)(void *))dlsym(libc, "free"),
+        .calloc = (void *(*)(size_t, size_t))dlsym(libc, "calloc"),
+        .realloc = (void *(*)(void *, size_t))dlsym(libc, "realloc"),
+        .posix_memalign = (int (*)(void **, size_t, size_t))dlsym(libc, "posix_memalign"),
+        .aligned_alloc = (void *(*)(size_t, size_t))dlsym(libc, "aligned_alloc"),
+        .memalign = (void *(*)(size_t, size_t))dlsym(libc, "memalign"),
+        .valloc = (void *(*)(size_t))dlsym(libc, "valloc"),
+        .pvalloc = (void *(*)(size_t))dlsym(libc, "pvalloc"),
+        .malloc_usable_size = (size_t(*)(void *))dlsym(libc, "malloc_usable_size"),
+    };
+    void *(*dl)(const char *, int) = (void *(*)(const char *, int))dlsym(libc, "dlopen");
+    dlclose(libc);
+    if (!a.malloc || !a.free || !a.calloc || !a.realloc || !a.posix_memalign ||
+        !a.aligned_alloc || !a.memalign || !a.valloc || !dl)
+        return -ENOTSUP;
+    /* Another allocator interposed before libc (LD_PRELOAD of jemalloc, or a library that
+     * exports malloc): its blocks must not reach libc's free. The main program's own PLT
+     * stub (non-PIE programs) is fine. */
+    Dl_info def, prog;
+    void *seen = dlsym(RTLD_DEFAULT, "malloc");
+    if (seen != (void *)a.malloc && dladdr(seen, &def) && dladdr((void *)find_real, &prog)) {
+        void *main_handle = dlopen(NULL, RTLD_LAZY | RTLD_NOLOAD);
+        struct link_map *main_map = main_handle, *seen_map = NULL;
+        Dl_info info;
+        dladdr1(seen, &info, (void **)&seen_map, RTLD_DL_LINKMAP);
+        if (main_handle)
+            dlclose(main_handle);
+        if (seen_map != main_map)
+            return -ENOTSUP;
+    }
+    real = a;
+    real_dlopen = dl;
+    page_size = (size_t)sysconf(_SC_PAGESIZE);
+    return 0;
+}
+
+int memprof__got_install(void)
+{
+    static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
+    uint8_t g = memprof__guard_enter();
+    pthread_mutex_lock(&install_lock);
+    int rc = 0;
+    if (!installed) {
+        dl_iterate_phdr(self_cb, (void *)memprof__got_install);
+        rc = find_real();
+        if (rc == 0) {
+            patch_all();
+            installed = 1;
+            memprof__backend_register();
+        }
+    }
+    pthread_mutex_unlock(&install_lock);
+    memprof__guard_leave(g);
+    return rc;
+}
