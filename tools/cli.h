@@ -69,7 +69,7 @@ const char *memprof_cli_signal_name(int signo, char *buf, size_t size);
 /* Format names (pprof, speedscope, collapsed, text, html) and their usual extensions. */
 memprof_format memprof_cli_format_by_name(const char *name); /* AUTO if unknown */
 const char *memprof_cli_format_name(memprof_format f);
-const char *memprof_cli_format_extension(memprof_format f); /* ".pb.gz", ... */
+const char *memprof_cli_format_extension(memprof_format f);  /* ".pb.gz", ... */
 memprof_format memprof_cli_format_by_path(const char *path); /* AUTO if not recognised */
 
 /* Collapsed-stack value names (inuse_space, alloc_space, inuse_objects, alloc_objects);

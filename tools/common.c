@@ -82,10 +82,23 @@ uint64_t memprof_cli_parse_rate(const char *v)
         return 0;
     unsigned shift = 0;
     switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    default: break;
+    case 'k':
+    case 'K':
+        shift = 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        end++;
+        break;
+    default:
+        break;
     }
     if (*end == 'i' && shift) /* 64Ki, 64KiB */
         end++;
@@ -113,11 +126,11 @@ static const struct {
     const char *name;
     int signo;
 } signal_names[] = {
-    {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT},     {"USR1", SIGUSR1},
-    {"USR2", SIGUSR2}, {"PIPE", SIGPIPE}, {"ALRM", SIGALRM},     {"TERM", SIGTERM},
-    {"CONT", SIGCONT}, {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},     {"TTOU", SIGTTOU},
-    {"URG", SIGURG},   {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ},     {"VTALRM", SIGVTALRM},
-    {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"POLL", SIGPOLL},   {"PWR", SIGPWR},
+    {"HUP", SIGHUP},   {"INT", SIGINT},     {"QUIT", SIGQUIT}, {"USR1", SIGUSR1},
+    {"USR2", SIGUSR2}, {"PIPE", SIGPIPE},   {"ALRM", SIGALRM}, {"TERM", SIGTERM},
+    {"CONT", SIGCONT}, {"TSTP", SIGTSTP},   {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU},
+    {"URG", SIGURG},   {"XCPU", SIGXCPU},   {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM},
+    {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"POLL", SIGPOLL}, {"PWR", SIGPWR},
     {"SYS", SIGSYS},
 };
 
@@ -212,10 +225,9 @@ int memprof_cli_value_by_name(const char *name)
     static const char *const names[] = {"inuse_space", "alloc_space", "inuse_objects",
                                         "alloc_objects"};
     /* Keep in step with enum memprof_value (export.h). */
-    static const enum memprof_value values[] = {MEMPROF_VALUE_INUSE_SPACE,
-                                                MEMPROF_VALUE_ALLOC_SPACE,
-                                                MEMPROF_VALUE_INUSE_OBJECTS,
-                                                MEMPROF_VALUE_ALLOC_OBJECTS};
+    static const enum memprof_value values[] = {
+        MEMPROF_VALUE_INUSE_SPACE, MEMPROF_VALUE_ALLOC_SPACE, MEMPROF_VALUE_INUSE_OBJECTS,
+        MEMPROF_VALUE_ALLOC_OBJECTS};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (!strcmp(name, names[i]))
             return (int)values[i];
@@ -290,8 +302,8 @@ struct memprof_profile *memprof_cli_read_profile(const char *path)
     if (!is_stdin)
         close(fd);
     if (e == EFBIG) {
-        memprof_cli_error("cannot read %s: larger than %zu MiB, not a profile memprof wrote",
-                          name, (size_t)(MEMPROF_PPROF_MAX_SIZE >> 20));
+        memprof_cli_error("cannot read %s: larger than %zu MiB, not a profile memprof wrote", name,
+                          (size_t)(MEMPROF_PPROF_MAX_SIZE >> 20));
         return NULL;
     }
     if (e) {

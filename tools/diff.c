@@ -31,9 +31,9 @@
 #define SHOW_FRAMES 6
 
 struct site {
-    char *key;         /* labels, leaf first, separated by KEY_SEP */
-    double bytes[2];   /* estimated live bytes in BASE and NEW */
-    double var[2];     /* their variances */
+    char *key;       /* labels, leaf first, separated by KEY_SEP */
+    double bytes[2]; /* estimated live bytes in BASE and NEW */
+    double var[2];   /* their variances */
     uint64_t samples[2];
     double change, lo, hi;
 };
@@ -125,8 +125,7 @@ static char *stack_key(const struct memprof_profile *p, const struct memprof_pst
     for (uint32_t i = 0; i < st->nframes; i++) {
         char buf[256];
         const char *label = st->frames[i] < p->nframes
-                                ? memprof__pframe_label(&p->frames[st->frames[i]], buf,
-                                                        sizeof buf)
+                                ? memprof__pframe_label(&p->frames[st->frames[i]], buf, sizeof buf)
                                 : "[unknown]";
         size_t n = strlen(label);
         if (len + n + 2 > cap) {
@@ -186,7 +185,9 @@ static const char *signed_bytes(double v, char *buf, unsigned size)
 
 static const char *bytes(double v, char *buf, unsigned size)
 {
-    return memprof__export_bytes(v <= 0 ? 0 : v >= 1.8e19 ? UINT64_MAX : (uint64_t)(v + 0.5),
+    return memprof__export_bytes(v <= 0        ? 0
+                                 : v >= 1.8e19 ? UINT64_MAX
+                                               : (uint64_t)(v + 0.5),
                                  buf, size);
 }
 
@@ -237,8 +238,9 @@ static void print_diff(const struct memprof_profile *base, const struct memprof_
             bytes((double)now->inuse_space, b2, sizeof b2), signed_bytes(change, b3, sizeof b3),
             signed_bytes(lo, b4, sizeof b4), signed_bytes(hi, b5, sizeof b5),
             lo <= 0 && hi >= 0 ? ", within sampling noise" : "");
-    fprintf(out, "Live samples: %" PRIu64 " -> %" PRIu64 "; sampling rate %" PRIu64 " -> %" PRIu64
-                 " bytes\n",
+    fprintf(out,
+            "Live samples: %" PRIu64 " -> %" PRIu64 "; sampling rate %" PRIu64 " -> %" PRIu64
+            " bytes\n",
             base->live_samples, now->live_samples, base->sampling_rate, now->sampling_rate);
     if (base->live_samples < 100 || now->live_samples < 100)
         fprintf(out, "Note: fewer than 100 live samples in a profile; the intervals are rough.\n");

@@ -226,7 +226,7 @@ static const char diff_page[] =
 
 bool memprof_cli_help(const char *cmd, FILE *out)
 {
-    const char *page = !cmd                      ? overview
+    const char *page = !cmd                     ? overview
                        : !strcmp(cmd, "run")    ? run_page
                        : !strcmp(cmd, "report") ? report_page
                        : !strcmp(cmd, "diff")   ? diff_page

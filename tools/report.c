@@ -101,9 +101,8 @@ int memprof_cli_report(int argc, char **argv)
             job.format = MEMPROF_FORMAT_TEXT;
     }
     if (job.format == MEMPROF_FORMAT_PPROF && !output && isatty(STDOUT_FILENO))
-        return memprof_cli_usage_error("report",
-                                       "will not write a compressed pprof profile to a "
-                                       "terminal; use -o FILE");
+        return memprof_cli_usage_error("report", "will not write a compressed pprof profile to a "
+                                                 "terminal; use -o FILE");
 
     struct memprof_profile *p = memprof_cli_read_profile(input);
     if (!p)

@@ -272,9 +272,9 @@ static void list_children(const char *tmpl, pid_t main_pid, time_t start)
         o += (size_t)w;
     }
     memprof_cli_error("%u other process%s of this run wrote %s own profile%s%s%s: %s%s", found,
-                      found == 1 ? "" : "es", found == 1 ? "its" : "their",
-                      found == 1 ? "" : "s", strcmp(dir, ".") ? " in " : "",
-                      strcmp(dir, ".") ? dir : "", line, found > LIST_CHILDREN ? ", ..." : "");
+                      found == 1 ? "" : "es", found == 1 ? "its" : "their", found == 1 ? "" : "s",
+                      strcmp(dir, ".") ? " in " : "", strcmp(dir, ".") ? dir : "", line,
+                      found > LIST_CHILDREN ? ", ..." : "");
 }
 
 /* The summary of the main program's profile: the text writer's top sites on stderr. */
@@ -465,8 +465,7 @@ static int run(const struct run_options *o)
             if (rename(written, ps.final) == 0)
                 profile = ps.final;
             else
-                memprof_cli_error("cannot rename %s to %s: %s", written, ps.final,
-                                  strerror(errno));
+                memprof_cli_error("cannot rename %s to %s: %s", written, ps.final, strerror(errno));
         }
     }
     if (WIFSIGNALED(status)) {
@@ -490,6 +489,11 @@ static int run(const struct run_options *o)
     if (!o->quiet) {
         if (profile)
             print_summary(o, pid, profile);
+        else if (code == CLI_EXIT_NOTFOUND)
+            memprof_cli_error("no profile was written for %s (pid %d): it exited with status "
+                              "127, so it (or the plugin) could probably not be loaded; see the "
+                              "message above",
+                              o->argv[0], (int)pid);
         else
             memprof_cli_error("no profile was written for %s (pid %d): the plugin writes it "
                               "at exit(), not after _exit(), and cannot load into statically "
@@ -505,10 +509,14 @@ static int run(const struct run_options *o)
 int memprof_cli_run(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"rate", required_argument, NULL, 'r'},   {"output", required_argument, NULL, 'o'},
-        {"format", required_argument, NULL, 'f'}, {"interval", required_argument, NULL, 'i'},
-        {"signal", required_argument, NULL, 's'}, {"unwind", required_argument, NULL, 'u'},
-        {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
+        {"rate", required_argument, NULL, 'r'},
+        {"output", required_argument, NULL, 'o'},
+        {"format", required_argument, NULL, 'f'},
+        {"interval", required_argument, NULL, 'i'},
+        {"signal", required_argument, NULL, 's'},
+        {"unwind", required_argument, NULL, 'u'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct run_options o = {0};

@@ -105,8 +105,7 @@ int main(int argc, char **argv)
             _exit(127);
         }
         int status;
-        if (waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
-            WEXITSTATUS(status) != 0) {
+        if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
             fprintf(stderr, "cli-prog: the child failed\n");
             return 3;
         }

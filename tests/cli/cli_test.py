@@ -120,8 +120,8 @@ def t_help(tmp):
         check(p.returncode == 0, "memprof %s: exit %d" % (" ".join(args), p.returncode))
         check(p.err == "", "memprof %s wrote to stderr" % " ".join(args))
         for s in sections:
-            check(re.search(r"^%s" % re.escape(s) if s.isupper() else re.escape(s), p.out,
-                            re.M),
+            heading = re.fullmatch(r"[A-Z ]+", s)
+            check(re.search(r"^%s$" % s if heading else re.escape(s), p.out, re.M),
                   "memprof %s: no %r in the text" % (" ".join(args), s))
         width = max(len(l) for l in p.out.splitlines())
         check(width <= 92, "memprof %s: a line of %d characters" % (" ".join(args), width))
@@ -387,7 +387,7 @@ def t_run_output_option(tmp):
     check(os.path.isfile(txt), "--format text did not write %s" % txt)
     with open(txt) as f:
         check("Estimated live heap" in f.read(), "the text profile lacks the estimate")
-    p = run_prog(tmp, "alloc", "100", "1000", opts=["-o", "c.folded", "-q"])
+    p = run_prog(tmp, "alloc", "400", "1000", opts=["-r", "4K", "-o", "c.folded", "-q"])
     with open(os.path.join(tmp, "c.folded")) as f:
         check(re.search(r"grow_cache \d+$", f.read(), re.M), "-o c.folded is not collapsed")
 
@@ -669,8 +669,9 @@ def main():
     ap.add_argument("--libdir", default="", help="directory of libmemprof.so.1")
     ap.add_argument("test", choices=sorted(TESTS))
     ARGS = ap.parse_args()
-    ARGS.memprof = os.path.abspath(ARGS.memprof)
-    ARGS.prog = os.path.abspath(ARGS.prog)
+    for name in ("memprof", "prog", "plugin", "libdir"):
+        if getattr(ARGS, name):
+            setattr(ARGS, name, os.path.abspath(getattr(ARGS, name)))
     tmp = tempfile.mkdtemp(prefix="memprof-cli-")
     try:
         TESTS[ARGS.test](tmp)
