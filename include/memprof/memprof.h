@@ -399,8 +399,8 @@ typedef enum memprof_format {
  * @param snapshot a snapshot.
  * @param path destination file name.
  * @param format a memprof_format; MEMPROF_FORMAT_AUTO picks one from the extension.
- * @return 0 on success; `-EINVAL` for NULL arguments or an unknown format; `-ENOTSUP` for a
- *         format this build cannot write yet; a negative errno from the file system.
+ * @return 0 on success; `-EINVAL` for NULL arguments or an unknown format; `-ENOMEM`; a
+ *         negative errno from the file system (the temporary file is removed).
  *
  * Thread-safe. Not async-signal-safe; not callable from an allocation hook. @since 1.0
  */

@@ -17,6 +17,7 @@
 #include "core/engine.h"
 #include "core/snapshot.h"
 #include "export/export.h"
+#include "export/pprof.h"
 #include "memprof/memprof.h"
 #include "resolve/stacks.h"
 #include "resolve/symbols.h"
@@ -209,8 +210,17 @@ static int write_format(const memprof_snapshot *s, memprof_format format, FILE *
     case MEMPROF_FORMAT_COLLAPSED:
         rc = memprof__export_collapsed(p, out, MEMPROF_VALUE_INUSE_SPACE);
         break;
+    case MEMPROF_FORMAT_PPROF:
+        rc = memprof__export_pprof(p, out);
+        break;
+    case MEMPROF_FORMAT_SPEEDSCOPE:
+        rc = memprof__export_speedscope(p, out);
+        break;
+    case MEMPROF_FORMAT_HTML:
+        rc = memprof__export_html(p, out);
+        break;
     default:
-        rc = -ENOTSUP;
+        rc = -EINVAL;
         break;
     }
     memprof__profile_free(p);
@@ -224,8 +234,6 @@ int memprof_snapshot_write(const memprof_snapshot *snapshot, const char *path,
         return -EINVAL;
     if (format == MEMPROF_FORMAT_AUTO)
         format = format_from_path(path);
-    if (format != MEMPROF_FORMAT_TEXT && format != MEMPROF_FORMAT_COLLAPSED)
-        return -ENOTSUP;
     uint8_t g = memprof__guard_enter();
     int rc = 0;
     size_t n = strlen(path);
