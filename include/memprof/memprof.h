@@ -458,6 +458,8 @@ typedef struct memprof_stats {
     uint64_t resolved_addresses;  /**< Distinct code addresses symbolized so far. */
     uint64_t unresolved_addresses; /**< Of those, addresses with no symbol at all (stripped,
                                        JIT or unknown code); shown as module+0xoffset. */
+    uint64_t write_failures;      /**< memprof_snapshot_write() calls that failed (including
+                                       the preload plugin's profile dumps). */
 } memprof_stats;
 
 /**

@@ -264,6 +264,8 @@ int memprof_snapshot_write(const memprof_snapshot *snapshot, const char *path,
             unlink(tmp);
     }
     free(tmp);
+    if (rc != 0)
+        atomic_fetch_add_explicit(&memprof__engine.write_failures, 1, memory_order_relaxed);
     memprof__guard_leave(g);
     return rc;
 }

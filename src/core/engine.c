@@ -403,6 +403,7 @@ void memprof__engine_stats(memprof_stats *s)
     s->reentrant_skips = memprof_atomic_load_relaxed(&E.reentrant_skips);
     s->truncated_stacks = memprof_atomic_load_relaxed(&E.truncated_stacks);
     s->profiler_bytes = memprof_atomic_load_relaxed(&E.mapped_bytes);
+    s->write_failures = memprof_atomic_load_relaxed(&E.write_failures);
     s->unwinder = E.unwinder;
     uint32_t min = memprof_atomic_load_relaxed(&E.depth_min);
     s->stack_depth_min = min == UINT32_MAX ? 0 : min;

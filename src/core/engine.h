@@ -68,6 +68,7 @@ struct memprof_engine {
     _Atomic uint32_t depth_min;
     _Atomic uint64_t shallow_stacks;
     _Atomic uint64_t mapped_bytes;
+    _Atomic uint64_t write_failures; /* counted by the API layer */
     /* Live estimate maintained incrementally: rounded weights added on insert and the same
      * rounded weights subtracted on free, so it returns exactly to zero. */
     _Atomic int64_t live_est_bytes;
