@@ -199,15 +199,17 @@ struct location {
     uint32_t first_line, nlines;
 };
 
+struct str {
+    const char *s;
+    size_t len;
+};
+
 struct writer {
     const struct memprof_profile *p;
     struct memprof_pb_buf out;
     int err; /* first error other than out of memory in `out` */
 
-    struct str {
-        const char *s;
-        size_t len;
-    } *strs;
+    struct str *strs;
     uint32_t nstrs, str_cap;
     struct hindex str_index;
 
@@ -262,8 +264,7 @@ static uint32_t intern(struct writer *w, const char *s)
             return i;
     }
     uint32_t id = w->nstrs;
-    if (!grow(&w->strs, &w->str_cap, id, sizeof *w->strs) ||
-        hindex_put(&w->str_index, h, id) != 0)
+    if (!grow(&w->strs, &w->str_cap, id, sizeof *w->strs) || hindex_put(&w->str_index, h, id) != 0)
         return UINT32_MAX;
     w->strs[id] = (struct str){s, len};
     w->nstrs++;
@@ -311,9 +312,14 @@ static uint32_t mapping_of(struct writer *w, const struct memprof_pframe *f)
         hindex_put(&w->map_index, h, w->nmaps) != 0)
         return UINT32_MAX;
     w->maps[w->nmaps] = (struct mapping){
-        .file = file, .build_id = bid, .load_bias = f->load_bias,
-        .lo = UINT64_MAX, .hi = 0,
-        .has_functions = true, .has_filenames = true, .has_lines = true,
+        .file = file,
+        .build_id = bid,
+        .load_bias = f->load_bias,
+        .lo = UINT64_MAX,
+        .hi = 0,
+        .has_functions = true,
+        .has_filenames = true,
+        .has_lines = true,
     };
     return ++w->nmaps;
 }
@@ -393,8 +399,7 @@ static uint32_t location_of(struct writer *w, const struct memprof_pstack *st, u
             continue;
         uint32_t i = w->loc_index.slots[k].index1 - 1;
         const struct location *l = &w->locs[i];
-        if (l->address == cand.address && l->mapping == cand.mapping &&
-            l->nlines == cand.nlines &&
+        if (l->address == cand.address && l->mapping == cand.mapping && l->nlines == cand.nlines &&
             (cand.nlines == 0 || memcmp(&w->lines[l->first_line], &w->lines[cand.first_line],
                                         cand.nlines * sizeof *w->lines) == 0)) {
             w->nlines = cand.first_line;
@@ -501,8 +506,8 @@ static int encode_samples(struct writer *w, const struct fixed_strings *s)
         num_label(w, s->alloc_samples, clamp64(st->alloc_samples), s->count);
         num_label(w, s->inuse_space_sd, sd_of(st->inuse_space_var), s->bytes);
         num_label(w, s->inuse_objects_sd, sd_of(st->inuse_objects_var), s->count);
-        bool truncated = st->nframes &&
-                         (p->frames[st->frames[st->nframes - 1]].flags & MEMPROF_FRAME_TRUNCATED);
+        bool truncated =
+            st->nframes && (p->frames[st->frames[st->nframes - 1]].flags & MEMPROF_FRAME_TRUNCATED);
         num_label(w, s->truncated, truncated, 0);
         memprof__pb_end(&w->out, m);
     }
@@ -590,8 +595,10 @@ static int add_comments(struct writer *w, char (*buf)[128], uint32_t *ids)
 {
     const struct memprof_profile *p = w->p;
     unsigned n = 0;
-    snprintf(buf[n++], sizeof *buf, "libmemprof heap profile: values are unbiased estimates, "
-                                    "sampling rate %" PRIu64 " bytes", p->sampling_rate);
+    snprintf(buf[n++], sizeof *buf,
+             "libmemprof heap profile: values are unbiased estimates, "
+             "sampling rate %" PRIu64 " bytes",
+             p->sampling_rate);
     snprintf(buf[n++], sizeof *buf, "memprof.format=1");
     snprintf(buf[n++], sizeof *buf, "memprof.version=%s", MEMPROF_VERSION_STRING);
     snprintf(buf[n++], sizeof *buf, "memprof.inuse_space=%" PRIu64, p->inuse_space);
@@ -616,8 +623,7 @@ static int add_comments(struct writer *w, char (*buf)[128], uint32_t *ids)
     };
     for (size_t i = 0; i < sizeof health / sizeof *health; i++)
         if (health[i].value)
-            snprintf(buf[n++], sizeof *buf, "memprof.%s=%" PRIu64, health[i].key,
-                     health[i].value);
+            snprintf(buf[n++], sizeof *buf, "memprof.%s=%" PRIu64, health[i].key, health[i].value);
     for (unsigned i = 0; i < n; i++)
         if ((ids[i] = intern(w, buf[i])) == UINT32_MAX)
             return -ENOMEM;
@@ -629,8 +635,7 @@ static int gzip_to(const struct memprof_pb_buf *msg, FILE *out)
 {
     z_stream zs = {0};
     /* windowBits 15 + 16: a gzip header and trailer instead of zlib's. */
-    int zrc = deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
-                           Z_DEFAULT_STRATEGY);
+    int zrc = deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
     if (zrc != Z_OK)
         return zrc == Z_MEM_ERROR ? -ENOMEM : -EINVAL;
     static const size_t chunk = 1u << 16;
@@ -713,14 +718,30 @@ int memprof__export_pprof(const struct memprof_profile *p, FILE *out)
     w.nstrs = 1;
 
     struct fixed_strings s;
-    uint32_t *ids[] = {&s.alloc_objects, &s.alloc_space, &s.inuse_objects, &s.inuse_space,
-                       &s.count,         &s.bytes,       &s.space,         &s.live_samples,
-                       &s.alloc_samples, &s.inuse_space_sd, &s.inuse_objects_sd,
+    uint32_t *ids[] = {&s.alloc_objects,
+                       &s.alloc_space,
+                       &s.inuse_objects,
+                       &s.inuse_space,
+                       &s.count,
+                       &s.bytes,
+                       &s.space,
+                       &s.live_samples,
+                       &s.alloc_samples,
+                       &s.inuse_space_sd,
+                       &s.inuse_objects_sd,
                        &s.truncated};
-    static const char *const names[] = {
-        "alloc_objects", "alloc_space",   "inuse_objects",  "inuse_space",
-        "count",         "bytes",         "space",          "live_samples",
-        "alloc_samples", "inuse_space_sd", "inuse_objects_sd", "truncated"};
+    static const char *const names[] = {"alloc_objects",
+                                        "alloc_space",
+                                        "inuse_objects",
+                                        "inuse_space",
+                                        "count",
+                                        "bytes",
+                                        "space",
+                                        "live_samples",
+                                        "alloc_samples",
+                                        "inuse_space_sd",
+                                        "inuse_objects_sd",
+                                        "truncated"};
     _Static_assert(sizeof ids / sizeof *ids == sizeof names / sizeof *names, "one per name");
     for (size_t i = 0; i < sizeof ids / sizeof *ids; i++)
         if ((*ids[i] = intern(&w, names[i])) == UINT32_MAX)

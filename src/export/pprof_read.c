@@ -34,14 +34,14 @@ size_t memprof__pprof_read_limit = MEMPROF_PPROF_MAX_SIZE;
 /* Caps, far above what memprof writes (its stack table holds about a million stacks of at
  * most 512 native frames; inlining seldom nests more than a few dozen deep), and low enough
  * that the model built from a hostile file stays within a few GiB. */
-#define MAX_TABLE ((size_t)1 << 24)             /* samples, locations, functions, strings */
-#define MAX_MAPPINGS ((size_t)1 << 20)
-#define MAX_SAMPLE_TYPES 64
+#define MAX_TABLE              ((size_t)1 << 24) /* samples, locations, functions, strings */
+#define MAX_MAPPINGS           ((size_t)1 << 20)
+#define MAX_SAMPLE_TYPES       64
 #define MAX_LINES_PER_LOCATION 1024
-#define MAX_TOTAL_LINES ((size_t)1 << 26)
-#define MAX_STACK_FRAMES ((size_t)1 << 16)       /* per stack, after expanding inlined lines */
+#define MAX_TOTAL_LINES        ((size_t)1 << 26)
+#define MAX_STACK_FRAMES       ((size_t)1 << 16) /* per stack, after expanding inlined lines */
 #define MAX_TOTAL_STACK_FRAMES ((size_t)1 << 27) /* in all stacks together */
-#define MAX_LABELS_PER_SAMPLE 1024
+#define MAX_LABELS_PER_SAMPLE  1024
 
 /* ---- errors ------------------------------------------------------------------------------- */
 
@@ -67,7 +67,7 @@ struct rloc {
     uint64_t id, address;
     uint32_t map; /* mapping index + 1, 0 for none */
     uint32_t first_line, nlines;
-    uint32_t first_frame; /* model frames: max(nlines, 1) of them */
+    uint32_t first_frame;     /* model frames: max(nlines, 1) of them */
     uint32_t truncated_frame; /* model frame + 1 of the last frame flagged TRUNCATED, or 0 */
 };
 
@@ -233,8 +233,14 @@ out:
 
 /* profile.proto field numbers (pprof.c has the writer's list). */
 enum {
-    P_SAMPLE_TYPE = 1, P_SAMPLE = 2, P_MAPPING = 3, P_LOCATION = 4, P_FUNCTION = 5,
-    P_STRING_TABLE = 6, P_TIME_NANOS = 9, P_COMMENT = 13,
+    P_SAMPLE_TYPE = 1,
+    P_SAMPLE = 2,
+    P_MAPPING = 3,
+    P_LOCATION = 4,
+    P_FUNCTION = 5,
+    P_STRING_TABLE = 6,
+    P_TIME_NANOS = 9,
+    P_COMMENT = 13,
     P_PERIOD = 12,
 };
 
@@ -316,8 +322,10 @@ static int top_level_pass(struct reader *r, bool fill)
         return fail(r, "not a valid protobuf message after decompression (%s at byte %zu)", why,
                     (size_t)(pr.p - r->msg.p));
     if (more < 0)
-        return fail(r, "not a pprof profile: neither gzip-compressed nor a valid protobuf "
-                       "message (%s at byte %zu)", why, (size_t)(pr.p - r->msg.p));
+        return fail(r,
+                    "not a pprof profile: neither gzip-compressed nor a valid protobuf "
+                    "message (%s at byte %zu)",
+                    why, (size_t)(pr.p - r->msg.p));
     return 0;
 }
 
@@ -473,8 +481,7 @@ static int decode_functions(struct reader *r)
             check_string(r, fn->file, "function.filename"))
             return -EINVAL;
     }
-    return build_idmap(r, &r->func_ids, r->nfuncs, &r->funcs[0].id, sizeof *r->funcs,
-                       "function");
+    return build_idmap(r, &r->func_ids, r->nfuncs, &r->funcs[0].id, sizeof *r->funcs, "function");
 }
 
 static int decode_mappings(struct reader *r)
@@ -789,9 +796,9 @@ static bool parse_var(const uint8_t *p, size_t n, double *out)
 static int decode_comments(struct reader *r)
 {
     static const char prefix[] = "memprof.";
-    static const char *const ints[] = {
-        "inuse_space", "inuse_objects", "live_samples",  "truncated_stacks", "dropped_samples",
-        "stack_overflows", "unresolved_addresses", "total_addresses", "format"};
+    static const char *const ints[] = {"inuse_space",          "inuse_objects",   "live_samples",
+                                       "truncated_stacks",     "dropped_samples", "stack_overflows",
+                                       "unresolved_addresses", "total_addresses", "format"};
     for (size_t i = 0; i < r->ncomments; i++) {
         if (check_string(r, r->comments[i], "comment"))
             return -EINVAL;
@@ -818,8 +825,10 @@ static int decode_comments(struct reader *r)
                 r->health[k - 3] = v;
             } else {
                 if (v != 1)
-                    return fail(r, "memprof pprof format %llu is not supported (this build reads "
-                                   "format 1)", (unsigned long long)v);
+                    return fail(r,
+                                "memprof pprof format %llu is not supported (this build reads "
+                                "format 1)",
+                                (unsigned long long)v);
                 r->have_format = true;
             }
         }

@@ -23,45 +23,87 @@
 
 /* ---- the hand-built profile ------------------------------------------------------------------ */
 
-#define APP "/usr/bin/app"
+#define APP      "/usr/bin/app"
 #define APP_BIAS 0x555500000000ull
-#define LIBFOO "/usr/lib/x86_64-linux-gnu/libfoo.so.1"
-#define STDCXX "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
+#define LIBFOO   "/usr/lib/x86_64-linux-gnu/libfoo.so.1"
+#define STDCXX   "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
 
 static struct memprof_pframe rich_frames[] = {
     /* 0, 1: leaf_alloc with inlined_helper inlined into it at the same address: one
      * location with two lines */
-    {.function = "inlined_helper", .file = "/src/app/inl.h", .module = APP, .build_id = "abcdef01",
-     .line = 9, .flags = MEMPROF_FRAME_INLINED, .address = APP_BIAS + 0x101a,
+    {.function = "inlined_helper",
+     .file = "/src/app/inl.h",
+     .module = APP,
+     .build_id = "abcdef01",
+     .line = 9,
+     .flags = MEMPROF_FRAME_INLINED,
+     .address = APP_BIAS + 0x101a,
      .load_bias = APP_BIAS},
-    {.function = "leaf_alloc", .file = "/src/app/alloc.c", .module = APP, .build_id = "abcdef01",
-     .line = 42, .address = APP_BIAS + 0x101a, .load_bias = APP_BIAS},
+    {.function = "leaf_alloc",
+     .file = "/src/app/alloc.c",
+     .module = APP,
+     .build_id = "abcdef01",
+     .line = 42,
+     .address = APP_BIAS + 0x101a,
+     .load_bias = APP_BIAS},
     /* 2, 3 */
-    {.function = "compute", .file = "/src/app/compute.c", .module = APP, .build_id = "abcdef01",
-     .line = 17, .address = APP_BIAS + 0x2020, .load_bias = APP_BIAS},
-    {.function = "main", .file = "/src/app/main.c", .module = APP, .build_id = "abcdef01",
-     .line = 5, .address = APP_BIAS + 0x3030, .load_bias = APP_BIAS},
+    {.function = "compute",
+     .file = "/src/app/compute.c",
+     .module = APP,
+     .build_id = "abcdef01",
+     .line = 17,
+     .address = APP_BIAS + 0x2020,
+     .load_bias = APP_BIAS},
+    {.function = "main",
+     .file = "/src/app/main.c",
+     .module = APP,
+     .build_id = "abcdef01",
+     .line = 5,
+     .address = APP_BIAS + 0x3030,
+     .load_bias = APP_BIAS},
     /* 4: no symbol: a location without lines */
-    {.module = LIBFOO, .build_id = "1234", .flags = MEMPROF_FRAME_UNRESOLVED,
-     .address = 0x7f0000001234, .load_bias = 0x7f0000000000},
+    {.module = LIBFOO,
+     .build_id = "1234",
+     .flags = MEMPROF_FRAME_UNRESOLVED,
+     .address = 0x7f0000001234,
+     .load_bias = 0x7f0000000000},
     /* 5, 6: interpreter frames, the second one unresolved */
     {.function = "build_index", .file = "script.py", .line = 42, .flags = MEMPROF_FRAME_RUNTIME},
     {.function = MEMPROF_PPROF_UNKNOWN_RUNTIME,
      .flags = MEMPROF_FRAME_RUNTIME | MEMPROF_FRAME_UNRESOLVED},
     /* 7, 8: the same frame, as the outermost frame of a truncated stack and not */
-    {.function = "deep", .file = "/src/app/deep.c", .module = APP, .build_id = "abcdef01",
-     .line = 3, .flags = MEMPROF_FRAME_TRUNCATED, .address = APP_BIAS + 0x4040,
+    {.function = "deep",
+     .file = "/src/app/deep.c",
+     .module = APP,
+     .build_id = "abcdef01",
+     .line = 3,
+     .flags = MEMPROF_FRAME_TRUNCATED,
+     .address = APP_BIAS + 0x4040,
      .load_bias = APP_BIAS},
-    {.function = "deep", .file = "/src/app/deep.c", .module = APP, .build_id = "abcdef01",
-     .line = 3, .address = APP_BIAS + 0x4040, .load_bias = APP_BIAS},
+    {.function = "deep",
+     .file = "/src/app/deep.c",
+     .module = APP,
+     .build_id = "abcdef01",
+     .line = 3,
+     .address = APP_BIAS + 0x4040,
+     .load_bias = APP_BIAS},
     /* 9: native code outside any module (JIT), no file or line */
     {.function = "jit_code", .address = 0x10000},
     /* 10: libfoo again, loaded at another bias (dlclose and dlopen): a second mapping */
-    {.function = "libfoo_fn", .file = "foo.c", .line = 7, .module = LIBFOO, .build_id = "1234",
-     .address = 0x7f1000005678, .load_bias = 0x7f1000000000},
+    {.function = "libfoo_fn",
+     .file = "foo.c",
+     .line = 7,
+     .module = LIBFOO,
+     .build_id = "1234",
+     .address = 0x7f1000005678,
+     .load_bias = 0x7f1000000000},
     /* 11: a C++ name, a shared library without a build id */
-    {.function = "operator new(unsigned long)", .file = "/usr/include/c++/12/new", .line = 0,
-     .module = STDCXX, .address = 0x7f2000001000, .load_bias = 0x7f2000000000},
+    {.function = "operator new(unsigned long)",
+     .file = "/usr/include/c++/12/new",
+     .line = 0,
+     .module = STDCXX,
+     .address = 0x7f2000001000,
+     .load_bias = 0x7f2000000000},
 };
 
 /* Leaf first. */
@@ -70,23 +112,64 @@ static const uint32_t st_a[] = {0, 1, 2, 3}, st_b[] = {11, 2, 3}, st_c[] = {4, 5
 
 /* In the reader's order: inuse_space, then alloc_space, largest first. */
 static struct memprof_pstack rich_stacks[] = {
-    {.frames = st_a, .nframes = 4, .alloc_objects = 50, .alloc_space = 5000, .inuse_objects = 30,
-     .inuse_space = 3000, .inuse_space_var = 250000.0, .inuse_objects_var = 9.0,
-     .live_samples = 12, .alloc_samples = 20},
-    {.frames = st_b, .nframes = 3, .alloc_objects = 2, .alloc_space = 2000, .inuse_objects = 2,
-     .inuse_space = 2000, .inuse_space_var = 40000.0, .live_samples = 4, .alloc_samples = 4},
+    {.frames = st_a,
+     .nframes = 4,
+     .alloc_objects = 50,
+     .alloc_space = 5000,
+     .inuse_objects = 30,
+     .inuse_space = 3000,
+     .inuse_space_var = 250000.0,
+     .inuse_objects_var = 9.0,
+     .live_samples = 12,
+     .alloc_samples = 20},
+    {.frames = st_b,
+     .nframes = 3,
+     .alloc_objects = 2,
+     .alloc_space = 2000,
+     .inuse_objects = 2,
+     .inuse_space = 2000,
+     .inuse_space_var = 40000.0,
+     .live_samples = 4,
+     .alloc_samples = 4},
     /* d: truncated */
-    {.frames = st_d, .nframes = 2, .alloc_objects = 6, .alloc_space = 600, .inuse_objects = 5,
-     .inuse_space = 500, .inuse_space_var = 2500.0, .live_samples = 1, .alloc_samples = 2},
+    {.frames = st_d,
+     .nframes = 2,
+     .alloc_objects = 6,
+     .alloc_space = 600,
+     .inuse_objects = 5,
+     .inuse_space = 500,
+     .inuse_space_var = 2500.0,
+     .live_samples = 1,
+     .alloc_samples = 2},
     /* e: no stack (stack table full) */
-    {.frames = NULL, .nframes = 0, .alloc_objects = 1, .alloc_space = 100, .inuse_objects = 1,
-     .inuse_space = 100, .inuse_space_var = 100.0, .live_samples = 1, .alloc_samples = 1},
-    {.frames = st_f, .nframes = 2, .alloc_objects = 1, .alloc_space = 50, .inuse_objects = 1,
-     .inuse_space = 50, .live_samples = 1, .alloc_samples = 1},
+    {.frames = NULL,
+     .nframes = 0,
+     .alloc_objects = 1,
+     .alloc_space = 100,
+     .inuse_objects = 1,
+     .inuse_space = 100,
+     .inuse_space_var = 100.0,
+     .live_samples = 1,
+     .alloc_samples = 1},
+    {.frames = st_f,
+     .nframes = 2,
+     .alloc_objects = 1,
+     .alloc_space = 50,
+     .inuse_objects = 1,
+     .inuse_space = 50,
+     .live_samples = 1,
+     .alloc_samples = 1},
     /* g: a variance that is not a square: comes back as round(sd)^2 = 35^2 */
-    {.frames = st_g, .nframes = 3, .alloc_objects = 1, .alloc_space = 20, .inuse_objects = 1,
-     .inuse_space = 20, .inuse_space_var = 1234.0, .inuse_objects_var = 0.3,
-     .live_samples = 1, .alloc_samples = 1},
+    {.frames = st_g,
+     .nframes = 3,
+     .alloc_objects = 1,
+     .alloc_space = 20,
+     .inuse_objects = 1,
+     .inuse_space = 20,
+     .inuse_space_var = 1234.0,
+     .inuse_objects_var = 0.3,
+     .live_samples = 1,
+     .alloc_samples = 1},
     /* c: everything freed since */
     {.frames = st_c, .nframes = 4, .alloc_objects = 7, .alloc_space = 7000, .alloc_samples = 7},
     /* h: nothing at all */
@@ -249,24 +332,23 @@ static int compare_frame(const struct memprof_pframe *w, const struct memprof_pf
         w->line == g->line && w->flags == g->flags && w->address == g->address &&
         bias == g->load_bias)
         return 0;
-    fprintf(log,
-            "stack %zu frame %u differs:\n"
-            "  want %s %s:%u module %s build_id %s flags %#x address %#" PRIx64 " bias %#" PRIx64
-            "\n"
-            "  got  %s %s:%u module %s build_id %s flags %#x address %#" PRIx64 " bias %#" PRIx64
-            "\n",
-            stack, index, show(w->function), show(w->file), w->line, show(w->module),
-            show(w->build_id), w->flags, w->address, bias, show(g->function), show(g->file),
-            g->line, show(g->module), show(g->build_id), g->flags, g->address, g->load_bias);
+    fprintf(
+        log,
+        "stack %zu frame %u differs:\n"
+        "  want %s %s:%u module %s build_id %s flags %#x address %#" PRIx64 " bias %#" PRIx64 "\n"
+        "  got  %s %s:%u module %s build_id %s flags %#x address %#" PRIx64 " bias %#" PRIx64 "\n",
+        stack, index, show(w->function), show(w->file), w->line, show(w->module), show(w->build_id),
+        w->flags, w->address, bias, show(g->function), show(g->file), g->line, show(g->module),
+        show(g->build_id), g->flags, g->address, g->load_bias);
     return 1;
 }
 
-#define SAME(what, a, b)                                                                   \
-    do {                                                                                   \
-        if ((a) != (b)) {                                                                  \
-            fprintf(log, "%s: want %.17g, got %.17g\n", what, (double)(a), (double)(b));   \
-            diffs++;                                                                       \
-        }                                                                                  \
+#define SAME(what, a, b)                                                                           \
+    do {                                                                                           \
+        if ((a) != (b)) {                                                                          \
+            fprintf(log, "%s: want %.17g, got %.17g\n", what, (double)(a), (double)(b));           \
+            diffs++;                                                                               \
+        }                                                                                          \
     } while (0)
 
 int fixture_compare(const struct memprof_profile *want, const struct memprof_profile *got,
@@ -289,10 +371,10 @@ int fixture_compare(const struct memprof_profile *want, const struct memprof_pro
     for (size_t i = 0; i < want->nstacks && i < got->nstacks; i++) {
         const struct memprof_pstack *w = &want->stacks[i], *g = &got->stacks[i];
         char what[64];
-#define SAME_ST(field, a, b)                                                               \
-    do {                                                                                   \
-        snprintf(what, sizeof what, "stack %zu %s", i, field);                             \
-        SAME(what, a, b);                                                                  \
+#define SAME_ST(field, a, b)                                                                       \
+    do {                                                                                           \
+        snprintf(what, sizeof what, "stack %zu %s", i, field);                                     \
+        SAME(what, a, b);                                                                          \
     } while (0)
         SAME_ST("nframes", w->nframes, g->nframes);
         SAME_ST("alloc_objects", w->alloc_objects, g->alloc_objects);
@@ -305,8 +387,8 @@ int fixture_compare(const struct memprof_profile *want, const struct memprof_pro
         SAME_ST("alloc_samples", w->alloc_samples, g->alloc_samples);
 #undef SAME_ST
         for (uint32_t j = 0; j < w->nframes && j < g->nframes; j++)
-            diffs += compare_frame(&want->frames[w->frames[j]], &got->frames[g->frames[j]], i,
-                                   j, log);
+            diffs +=
+                compare_frame(&want->frames[w->frames[j]], &got->frames[g->frames[j]], i, j, log);
     }
     return diffs;
 }

@@ -23,12 +23,12 @@
 #include "memprof/memprof.h"
 
 static int failures;
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);       \
-            failures++;                                                                    \
-        }                                                                                  \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 
 /* A small deterministic PRNG (xorshift64*): the same corruptions on every run. */
@@ -121,8 +121,8 @@ static void expect_reject(const void *data, size_t len, const char *substring, c
 
 static void test_varints(void)
 {
-    static const uint64_t values[] = {0, 1, 127, 128, 300, 16383, 16384, UINT32_MAX,
-                                      (uint64_t)INT64_MAX, UINT64_MAX};
+    static const uint64_t values[] = {
+        0, 1, 127, 128, 300, 16383, 16384, UINT32_MAX, (uint64_t)INT64_MAX, UINT64_MAX};
     struct memprof_pb_buf b = {0};
     for (size_t i = 0; i < sizeof values / sizeof *values; i++)
         memprof__pb_raw_varint(&b, values[i]);
@@ -136,8 +136,10 @@ static void test_varints(void)
     memprof__pb_buf_free(&b);
 
     /* UINT64_MAX takes 10 bytes; an 11th byte, or a 10th above 1, is an error. */
-    static const uint8_t eleven[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x81, 0x00};
-    static const uint8_t tenth_too_big[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02};
+    static const uint8_t eleven[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                     0xff, 0xff, 0xff, 0x81, 0x00};
+    static const uint8_t tenth_too_big[] = {0xff, 0xff, 0xff, 0xff, 0xff,
+                                            0xff, 0xff, 0xff, 0xff, 0x02};
     static const uint8_t truncated[] = {0x80, 0x80};
     uint64_t v;
     r = (struct memprof_pb_reader){eleven, eleven + sizeof eleven};
@@ -182,8 +184,8 @@ static void test_messages(void)
     memprof__pb_buf_free(&b);
 
     /* Fixed-width fields, packed and unpacked repeated varints. */
-    static const uint8_t fixed[] = {0x09, 1, 2, 3, 4, 5, 6, 7, 8, 0x15, 1, 0, 0, 0x80,
-                                    0x1a, 0x03, 0x01, 0x96, 0x01, 0x18, 0x05};
+    static const uint8_t fixed[] = {0x09, 1, 2,    3,    4,    5,    6,    7,    8,    0x15, 1,
+                                    0,    0, 0x80, 0x1a, 0x03, 0x01, 0x96, 0x01, 0x18, 0x05};
     r = (struct memprof_pb_reader){fixed, fixed + sizeof fixed};
     CHECK(memprof__pb_next(&r, &f, &why) == 1 && f.wire == MEMPROF_PB_I64 &&
           f.value == 0x0807060504030201ull);
@@ -206,16 +208,16 @@ static void test_messages(void)
         uint8_t bytes[12];
         size_t len;
     } bad[] = {
-        {{0x00, 0x01}, 2},             /* field number 0 */
-        {{0x0b}, 1},                   /* group start (wire type 3) */
-        {{0x0c}, 1},                   /* group end (wire type 4) */
-        {{0x0e}, 1},                   /* wire type 6 */
-        {{0x0a, 0x05, 1, 2}, 4},       /* length past the end */
+        {{0x00, 0x01}, 2},       /* field number 0 */
+        {{0x0b}, 1},             /* group start (wire type 3) */
+        {{0x0c}, 1},             /* group end (wire type 4) */
+        {{0x0e}, 1},             /* wire type 6 */
+        {{0x0a, 0x05, 1, 2}, 4}, /* length past the end */
         {{0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, 11}, /* huge */
-        {{0x09, 1, 2, 3}, 4},          /* truncated fixed64 */
-        {{0x0d, 1, 2}, 3},             /* truncated fixed32 */
-        {{0x08}, 1},                   /* key without its varint */
-        {{0x80}, 1},                   /* truncated key */
+        {{0x09, 1, 2, 3}, 4},                   /* truncated fixed64 */
+        {{0x0d, 1, 2}, 3},                      /* truncated fixed32 */
+        {{0x08}, 1},                            /* key without its varint */
+        {{0x80}, 1},                            /* truncated key */
         {{0xf8, 0xff, 0xff, 0xff, 0x7f, 0}, 6}, /* field number 2^32 - 1 */
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -227,8 +229,8 @@ static void test_messages(void)
         }
     }
     /* A packed payload cut in the middle of a varint. */
-    f = (struct memprof_pb_field){.number = 1, .wire = MEMPROF_PB_LEN,
-                                  .data = (const uint8_t *)"\x01\x80", .len = 2};
+    f = (struct memprof_pb_field){
+        .number = 1, .wire = MEMPROF_PB_LEN, .data = (const uint8_t *)"\x01\x80", .len = 2};
     CHECK(memprof__pb_count_varints(&f, &n) == -1);
     f.wire = MEMPROF_PB_I64;
     CHECK(memprof__pb_count_varints(&f, &n) == -1);
@@ -289,8 +291,7 @@ static void test_round_trip(const char *name, const struct memprof_profile *p)
     free(gz2);
 }
 
-static const struct memprof_pframe *find_function(const struct memprof_profile *p,
-                                                  const char *fn)
+static const struct memprof_pframe *find_function(const struct memprof_profile *p, const char *fn)
 {
     for (size_t i = 0; i < p->nframes; i++)
         if (p->frames[i].function && strcmp(p->frames[i].function, fn) == 0)
@@ -389,11 +390,22 @@ struct spec {
 
 static struct spec base_spec(void)
 {
-    return (struct spec){.func_id = 1, .map_id = 1, .loc_id = 1, .loc_map_ref = 1,
-                         .line_func_ref = 1, .sample_loc_ref = 1, .func_name = 8,
-                         .inuse_space = 4, .line = 3, .nvalues = 4, .string0 = "",
-                         .format = "memprof.format=1", .inuse_unit = "bytes", .nlines = 1,
-                         .nrefs = 1, .live_label = 1};
+    return (struct spec){.func_id = 1,
+                         .map_id = 1,
+                         .loc_id = 1,
+                         .loc_map_ref = 1,
+                         .line_func_ref = 1,
+                         .sample_loc_ref = 1,
+                         .func_name = 8,
+                         .inuse_space = 4,
+                         .line = 3,
+                         .nvalues = 4,
+                         .string0 = "",
+                         .format = "memprof.format=1",
+                         .inuse_unit = "bytes",
+                         .nlines = 1,
+                         .nrefs = 1,
+                         .live_label = 1};
 }
 
 static void put_str(struct memprof_pb_buf *b, const char *s)
@@ -406,9 +418,11 @@ static void put_str(struct memprof_pb_buf *b, const char *s)
 static struct memprof_pb_buf build(const struct spec *s)
 {
     struct memprof_pb_buf b = {0};
-    const char *strs[] = {s->string0, "alloc_objects", "count", "alloc_space", "bytes",
-                          "inuse_objects", "inuse_space", s->format ? s->format : "free text",
-                          "f", "file.c", "/bin/x", "live_samples", s->inuse_unit};
+    const char *strs[] = {
+        s->string0,   "alloc_objects", "count",       "alloc_space",
+        "bytes",      "inuse_objects", "inuse_space", s->format ? s->format : "free text",
+        "f",          "file.c",        "/bin/x",      "live_samples",
+        s->inuse_unit};
     for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
         put_str(&b, strs[i]);
     const uint64_t types[4][2] = {{1, 2}, {3, 4}, {5, 2}, {6, 12}};
@@ -457,7 +471,7 @@ static struct memprof_pb_buf build(const struct spec *s)
     memprof__pb_int(&b, 3, s->live_label);
     memprof__pb_end(&b, l);
     memprof__pb_end(&b, m);
-    memprof__pb_uint(&b, 13, 7); /* comment */
+    memprof__pb_uint(&b, 13, 7);    /* comment */
     memprof__pb_uint(&b, 12, 4096); /* period */
     if (s->wrong_wire)
         memprof__pb_bytes(&b, 12, "x", 1); /* period as a string */
@@ -514,28 +528,73 @@ static void test_crafted(void)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         s = base_spec();
         switch (i) {
-        case 0: s.func_id = 0; break;
-        case 1: s.dup_func = true; break;
-        case 2: s.map_id = 0; s.loc_map_ref = 0; break;
-        case 3: s.loc_id = 0; break;
-        case 4: s.loc_map_ref = 7; break;
-        case 5: s.line_func_ref = 7; break;
-        case 6: s.sample_loc_ref = 7; break;
-        case 7: s.func_name = 99; break;
-        case 8: s.string0 = "x"; break;
-        case 9: s.inuse_space = -5; break;
-        case 10: s.nvalues = 3; break;
-        case 11: s.nvalues = 5; break;
-        case 12: s.format = NULL; break;
-        case 13: s.format = "memprof.format=2"; break;
-        case 14: s.format = "memprof.format=1x"; break;
-        case 15: s.no_inuse_type = true; break;
-        case 16: s.inuse_unit = "count"; break;
-        case 17: s.line = -1; break;
-        case 18: s.nlines = 1025; break;
-        case 19: s.nrefs = 65537; break;
-        case 20: s.live_label = -1; break;
-        case 21: s.wrong_wire = true; break;
+        case 0:
+            s.func_id = 0;
+            break;
+        case 1:
+            s.dup_func = true;
+            break;
+        case 2:
+            s.map_id = 0;
+            s.loc_map_ref = 0;
+            break;
+        case 3:
+            s.loc_id = 0;
+            break;
+        case 4:
+            s.loc_map_ref = 7;
+            break;
+        case 5:
+            s.line_func_ref = 7;
+            break;
+        case 6:
+            s.sample_loc_ref = 7;
+            break;
+        case 7:
+            s.func_name = 99;
+            break;
+        case 8:
+            s.string0 = "x";
+            break;
+        case 9:
+            s.inuse_space = -5;
+            break;
+        case 10:
+            s.nvalues = 3;
+            break;
+        case 11:
+            s.nvalues = 5;
+            break;
+        case 12:
+            s.format = NULL;
+            break;
+        case 13:
+            s.format = "memprof.format=2";
+            break;
+        case 14:
+            s.format = "memprof.format=1x";
+            break;
+        case 15:
+            s.no_inuse_type = true;
+            break;
+        case 16:
+            s.inuse_unit = "count";
+            break;
+        case 17:
+            s.line = -1;
+            break;
+        case 18:
+            s.nlines = 1025;
+            break;
+        case 19:
+            s.nrefs = 65537;
+            break;
+        case 20:
+            s.live_label = -1;
+            break;
+        case 21:
+            s.wrong_wire = true;
+            break;
         }
         b = build(&s);
         CHECK(!b.oom);
