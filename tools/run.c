@@ -202,16 +202,22 @@ static bool make_paths(const struct run_options *o, struct paths *ps)
 }
 
 /* Whether path exists and was written by this run (not left over from an earlier process
- * with the same pid). Filesystem timestamps are coarse, hence the slack. */
-static bool written_since(const char *path, time_t start)
+ * with the same pid). File times come from the kernel's coarse clock, so `start` is read from
+ * CLOCK_REALTIME_COARSE too: a file written after the start never looks older. `slack_s`
+ * allows for filesystems that store whole seconds or less. */
+static bool written_since(const char *path, const struct timespec *start, time_t slack_s)
 {
     struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_mtime >= start - 2;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return false;
+    time_t s = start->tv_sec - slack_s;
+    return st.st_mtim.tv_sec > s ||
+           (st.st_mtim.tv_sec == s && st.st_mtim.tv_nsec >= start->tv_nsec);
 }
 
 /* Lists the other processes' profiles of this run: files in the template's directory named
  * like the template with another pid, written since the start. */
-static void list_children(const char *tmpl, pid_t main_pid, time_t start)
+static void list_children(const char *tmpl, pid_t main_pid, const struct timespec *start)
 {
     const char *slash = strrchr(tmpl, '/');
     char dir[PATH_MAX];
@@ -254,7 +260,7 @@ static void list_children(const char *tmpl, pid_t main_pid, time_t start)
             continue;
         char path[PATH_MAX];
         if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path ||
-            !written_since(path, start))
+            !written_since(path, start, 0))
             continue;
         if (found < LIST_CHILDREN)
             strcpy(names[found], e->d_name);
@@ -324,8 +330,10 @@ static bool set_env(const char *name, const char *value)
 
 /* In the forked child: the environment for the plugin, then exec. Never returns. */
 static void exec_child(const struct run_options *o, const char *plugin, const struct paths *ps,
-                       const sigset_t *oldmask, int errfd)
+                       const sigset_t *oldmask, const struct sigaction *oldchld, int errfd)
 {
+    /* The program inherits what this command inherited: signal mask and SIGCHLD. */
+    sigaction(SIGCHLD, oldchld, NULL);
     sigprocmask(SIG_SETMASK, oldmask, NULL);
     const char *old = getenv("LD_PRELOAD");
     char preload[2 * PATH_MAX];
@@ -403,7 +411,14 @@ static int run(const struct run_options *o)
     for (size_t i = 0; i < nforwarded; i++)
         sigaddset(&block, forwarded[i]);
     sigprocmask(SIG_BLOCK, &block, &oldmask);
-    time_t start = time(NULL);
+    /* An inherited "SIGCHLD ignored" would make the kernel reap the child before waitpid. */
+    struct sigaction dfl, oldchld;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGCHLD, &dfl, &oldchld);
+    struct timespec start;
+    clock_gettime(CLOCK_REALTIME_COARSE, &start);
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
@@ -416,7 +431,7 @@ static int run(const struct run_options *o)
     }
     if (pid == 0) {
         close(pipefd[0]);
-        exec_child(o, plugin, &ps, &oldmask, pipefd[1]);
+        exec_child(o, plugin, &ps, &oldmask, &oldchld, pipefd[1]);
     }
     close(pipefd[1]);
     child_pid = pid;
@@ -459,7 +474,7 @@ static int run(const struct run_options *o)
     /* The main program's profile, under its final name. */
     char written[PATH_MAX];
     const char *profile = NULL;
-    if (expand(ps.tmpl, pid, written, sizeof written) && written_since(written, start)) {
+    if (expand(ps.tmpl, pid, written, sizeof written) && written_since(written, &start, 2)) {
         profile = written;
         if (ps.final) {
             if (rename(written, ps.final) == 0)
@@ -475,7 +490,7 @@ static int run(const struct run_options *o)
         if (profile && !o->quiet)
             print_summary(o, pid, profile);
         if (!o->quiet)
-            list_children(ps.tmpl, pid, start);
+            list_children(ps.tmpl, pid, &start);
         if (profile)
             memprof_cli_error("%s was killed by signal %d (%s); the last profile written is %s",
                               o->argv[0], sig, name, profile);
@@ -499,7 +514,7 @@ static int run(const struct run_options *o)
                               "at exit(), not after _exit(), and cannot load into statically "
                               "linked or set-uid programs",
                               o->argv[0], (int)pid);
-        list_children(ps.tmpl, pid, start);
+        list_children(ps.tmpl, pid, &start);
     }
     return code;
 }

@@ -185,6 +185,17 @@ def t_exit_status(tmp):
     check(p.err == "", "-q printed %r" % p.err)
     p = memprof("run", "--", ARGS.prog, "exit", "0", cwd=tmp)
     check(p.returncode == 0, "exit 0: got %d" % p.returncode)
+    check("other process" not in p.err, "an earlier run's profile taken for a child's")
+    # Inherited "SIGCHLD ignored" must neither break the wait nor be lost for the program.
+    def ignore_sigchld():
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    cmd = [ARGS.memprof, "run", "-q", "--", "/usr/bin/python3", "-c",
+           "import signal, sys; print(int(signal.getsignal(signal.SIGCHLD))); sys.exit(5)"]
+    q = subprocess.run(cmd, env=clean_env(), cwd=tmp, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, preexec_fn=ignore_sigchld, timeout=60)
+    print("SIGCHLD ignored: exit %d, %r %r" % (q.returncode, q.stdout, q.stderr))
+    check(q.returncode == 5, "with SIGCHLD ignored: exit %d" % q.returncode)
+    check(q.stdout.strip() == b"1", "the program did not inherit SIGCHLD ignored (SIG_IGN)")
     # Options after the program's name are the program's own.
     p = memprof("run", "sh", "-c", "exit 3", "-q", cwd=tmp)
     check(p.returncode == 3, "run without --: exit %d" % p.returncode)
