@@ -78,8 +78,10 @@ int memprof__profile_from_snapshot(const struct memprof_snapshot *s, struct memp
                 k = (k + 1) & (cap - 1);
             if (!table[k]) {
                 p->frames[p->nframes] = (struct memprof_pframe){
-                    f->function, f->file, f->module, f->build_id,
-                    f->line,     f->flags, f->address, f->load_bias};
+                    .function = f->function, .file = f->file, .module = f->module,
+                    .build_id = f->build_id, .line = f->line, .flags = f->flags,
+                    .address = f->address, .load_bias = f->load_bias,
+                    .sym_offset = f->sym_offset};
                 table[k] = (uint32_t)++p->nframes;
             }
             *idx++ = table[k] - 1;

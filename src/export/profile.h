@@ -26,6 +26,7 @@ struct memprof_pframe {
     uint32_t flags;       /* MEMPROF_FRAME_* (memprof.h) */
     uint64_t address;     /* 0 for runtime frames */
     uint64_t load_bias;
+    uint64_t sym_offset;  /* address - start of the function, when known (0 otherwise) */
 };
 
 struct memprof_pstack {

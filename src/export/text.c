@@ -41,6 +41,8 @@ static void print_path(const struct memprof_profile *p, const struct memprof_pst
         fprintf(out, "        %s %s", i ? "<-" : "at", memprof__pframe_label(f, buf, sizeof buf));
         if (f->file)
             fprintf(out, " (%s:%u)", f->file, f->line);
+        else if (f->function && f->sym_offset)
+            fprintf(out, "+0x%llx", (unsigned long long)f->sym_offset); /* nothing better */
         fprintf(out, "%s%s\n", (f->flags & MEMPROF_FRAME_INLINED) ? " [inlined]" : "",
                 (f->flags & MEMPROF_FRAME_TRUNCATED) ? " [stack truncated]" : "");
     }
