@@ -14,8 +14,13 @@
  *                                   child, waits for it, then allocates itself; prints
  *                                   "pid P" and "child C"
  *   cli-prog exit CODE              exits with CODE at once
+ *   cli-prog sigint                 counts SIGINTs: prints "ready P", waits (at most 30 s)
+ *                                   for the first, 300 ms more for duplicates, then prints
+ *                                   "sigints N from-parent M from-kernel K" (sent by the
+ *                                   parent process with kill, or by the terminal) and exits 0
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +65,25 @@ static void allocate(size_t n, size_t size)
     parse_input(n / 4, size);
 }
 
+static volatile sig_atomic_t sigints, from_parent, from_kernel;
+
+static void on_sigint(int signo, siginfo_t *si, void *uctx)
+{
+    (void)signo, (void)uctx;
+    sigints++;
+    if (si->si_code == SI_KERNEL)
+        from_kernel++;
+    else if (si->si_pid == getppid())
+        from_parent++;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000 * 1000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
 static unsigned long arg(const char *s)
 {
     char *end;
@@ -86,10 +110,24 @@ int main(int argc, char **argv)
         printf("ready %d\n", (int)getpid());
         fflush(stdout);
         struct stat st;
-        for (int i = 0; i < 6000 && stat(argv[4], &st) != 0; i++) {
-            struct timespec ts = {0, 10 * 1000 * 1000};
-            nanosleep(&ts, NULL);
-        }
+        for (int i = 0; i < 6000 && stat(argv[4], &st) != 0; i++)
+            sleep_ms(10);
+        return 0;
+    }
+    if (argc == 2 && !strcmp(argv[1], "sigint")) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_sigint;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        printf("ready %d\n", (int)getpid());
+        fflush(stdout);
+        for (int i = 0; i < 3000 && !sigints; i++)
+            sleep_ms(10);
+        sleep_ms(300);
+        printf("sigints %d from-parent %d from-kernel %d\n", (int)sigints, (int)from_parent,
+               (int)from_kernel);
         return 0;
     }
     if (argc == 4 && !strcmp(argv[1], "spawn")) {

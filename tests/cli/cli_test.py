@@ -212,6 +212,60 @@ def t_killed(tmp):
     check("signal 9 (SIGKILL)" in p.err, "no message for SIGKILL with -q")
 
 
+def t_sigint(tmp):
+    """SIGINT sent to memprof run with kill is forwarded to the program; Ctrl-C on a terminal
+    reaches the program from the terminal, and memprof run survives it and passes the
+    program's status on. (A second, forwarded copy of a terminal's SIGINT would usually merge
+    with the pending first one, so its absence cannot be checked reliably.)"""
+    need_plugin()
+    import pty
+    # kill -INT to memprof run: forwarded
+    cmd = [ARGS.memprof, "run", "-q", "--", ARGS.prog, "sigint"]
+    proc = subprocess.Popen(cmd, cwd=tmp, env=clean_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    line = proc.stdout.readline().decode()
+    check(line.startswith("ready "), "the program did not start: %r" % line)
+    os.kill(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    print("kill -INT: exit %d, %r %r" % (proc.returncode, out, err))
+    check(proc.returncode == 0 and out.strip() == b"sigints 1 from-parent 1 from-kernel 0",
+          "kill -INT to memprof run: %r, exit %d" % (out, proc.returncode))
+    # Ctrl-C on a terminal: the program gets it from the terminal, and only from there.
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            os.chdir(tmp)
+            os.execve(ARGS.memprof, cmd, clean_env())
+        finally:
+            os._exit(127)
+    data = b""
+    deadline = time.monotonic() + 30
+    while b"ready" not in data and time.monotonic() < deadline:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    check(b"ready" in data, "the program did not start on the terminal: %r" % data)
+    os.write(fd, b"\x03")
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    _, status = os.waitpid(pid, 0)
+    print("Ctrl-C: status %#x, %r" % (status, data))
+    check(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0,
+          "memprof run after Ctrl-C: status %#x" % status)
+    check(re.search(rb"sigints 1 from-parent 0 from-kernel 1\r?\n", data),
+          "Ctrl-C: the program did not get one SIGINT from the terminal: %r" % data)
+
+
 def t_missing_program(tmp):
     need_plugin()
     p = memprof("run", "--", "memprof-test-no-such-program", "arg", cwd=tmp)
