@@ -31,6 +31,10 @@
 
 #define MAX_BLOCKS 1000000
 
+/* Not static: exported (-rdynamic), so even a symbolizer without debug info names them. */
+void grow_cache(size_t n, size_t size);
+void parse_input(size_t n, size_t size);
+
 static void *blocks[MAX_BLOCKS];
 static size_t nblocks;
 
