@@ -17,7 +17,7 @@ fi
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 export HOME="$tmp" GOCACHE="$tmp/cache" GOPATH="$tmp/gopath" GOPROXY=off GOTOOLCHAIN=local \
-    GOFLAGS=-mod=mod PPROF_TMPDIR="$tmp" PPROF_BINARY_PATH="$tmp/none"
+    PPROF_TMPDIR="$tmp" PPROF_BINARY_PATH="$tmp/none"
 "$gen" "$tmp"
 
 failures=0
