@@ -17,6 +17,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "export/export.h"
 #include "export/pprof.h"
 #include "export/protobuf.h"
 #include "fixture.h"
@@ -348,6 +349,48 @@ static void test_reader_sorts(void)
         CHECK(fixture_compare(rich, back, stderr) == 0);
         memprof__profile_free(back);
     }
+    free(gz);
+}
+
+/* Renders a profile with a text-producing writer into a malloc'ed string. */
+static char *render(const struct memprof_profile *p, bool text)
+{
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&buf, &size);
+    if (!f)
+        return NULL;
+    int rc = text ? memprof__export_text(p, f, 50)
+                  : memprof__export_collapsed(p, f, MEMPROF_VALUE_INUSE_SPACE);
+    fclose(f);
+    if (rc != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* What `memprof report` prints from a pprof file is what the live profile printed. */
+static void test_views_survive(void)
+{
+    unsigned char *gz = NULL;
+    size_t len = 0;
+    struct memprof_profile *back = NULL;
+    char err[256];
+    CHECK(fixture_write(fixture_rich(), &gz, &len) == 0);
+    CHECK(memprof__pprof_read(gz, len, &back, err, sizeof err) == 0);
+    for (int text = 0; back && text < 2; text++) {
+        char *want = render(fixture_rich(), text), *got = render(back, text);
+        CHECK(want && got && strlen(want) > 100);
+        if (want && got && strcmp(want, got) != 0) {
+            fprintf(stderr, "%s output differs after the round trip:\n--- live\n%s--- read\n%s",
+                    text ? "text" : "collapsed", want, got);
+            failures++;
+        }
+        free(want);
+        free(got);
+    }
+    memprof__profile_free(back);
     free(gz);
 }
 
@@ -790,6 +833,7 @@ int main(void)
     test_messages();
     test_round_trip("rich", fixture_rich());
     test_reader_sorts();
+    test_views_survive();
     test_empty_profile();
     test_engine_round_trip();
     test_writer_errors();
