@@ -201,85 +201,153 @@ static bool make_paths(const struct run_options *o, struct paths *ps)
     return append(ps->tmpl_abs, &len, ps->tmpl, false);
 }
 
-/* Whether path exists and was written by this run (not left over from an earlier process
- * with the same pid). File times come from the kernel's coarse clock, so `start` is read from
- * CLOCK_REALTIME_COARSE too: a file written after the start never looks older. `slack_s`
- * allows for filesystems that store whole seconds or less. */
-static bool written_since(const char *path, const struct timespec *start, time_t slack_s)
-{
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
-        return false;
-    time_t s = start->tv_sec - slack_s;
-    return st.st_mtim.tv_sec > s ||
-           (st.st_mtim.tv_sec == s && st.st_mtim.tv_nsec >= start->tv_nsec);
-}
+/* ---- which profile files this run wrote --------------------------------------------------- */
 
-/* Lists the other processes' profiles of this run: files in the template's directory named
- * like the template with another pid, written since the start. */
-static void list_children(const char *tmpl, pid_t main_pid, const struct timespec *start)
+/* A simple template (one %p in the file name, none in the directory) split around %p and
+ * unescaped, so file names it produces can be recognised in a directory listing. */
+struct tmpl_parts {
+    bool ok;
+    char dir[PATH_MAX], prefix[PATH_MAX], suffix[PATH_MAX];
+};
+
+static void split_template(const char *tmpl, struct tmpl_parts *t)
 {
+    t->ok = false;
     const char *slash = strrchr(tmpl, '/');
-    char dir[PATH_MAX];
     const char *base = slash ? slash + 1 : tmpl;
     if (slash) {
         size_t n = slash == tmpl ? 1 : (size_t)(slash - tmpl);
-        memcpy(dir, tmpl, n);
-        dir[n] = 0;
+        memcpy(t->dir, tmpl, n);
+        t->dir[n] = 0;
     } else {
-        strcpy(dir, ".");
+        strcpy(t->dir, ".");
     }
-    /* Only simple templates: one %p in the file name, none in the directory. */
     const char *pp = strstr(base, "%p");
-    if (strchr(dir, '%') || !pp || strstr(pp + 2, "%p"))
+    if (strchr(t->dir, '%') || !pp || strstr(pp + 2, "%p"))
         return;
-    char prefix[PATH_MAX], suffix[PATH_MAX];
+    char prefix[PATH_MAX];
     size_t plen = (size_t)(pp - base);
     memcpy(prefix, base, plen);
     prefix[plen] = 0;
-    char unesc_p[PATH_MAX], unesc_s[PATH_MAX];
-    if (!expand(prefix, 0, unesc_p, sizeof unesc_p) || !expand(pp + 2, 0, unesc_s, sizeof unesc_s))
+    t->ok = expand(prefix, 0, t->prefix, sizeof t->prefix) &&
+            expand(pp + 2, 0, t->suffix, sizeof t->suffix);
+}
+
+/* One file named like the template, as found in a listing. */
+struct pfile {
+    char name[NAME_MAX + 1];
+    long pid;
+    dev_t dev;
+    ino_t ino;
+    struct timespec mtim;
+};
+
+struct pfiles {
+    struct pfile *v;
+    size_t n;
+};
+
+/* Lists the regular files in the template's directory named prefix<pid>suffix. Time stamps
+ * cannot tell an old file from a new one reliably (coarse or multigrain file times), so the
+ * run compares a listing taken before the program starts with one taken after: a file is
+ * this run's if it is new or was replaced (the plugin renames a new inode into place). */
+static void scan(const struct tmpl_parts *t, struct pfiles *out)
+{
+    out->v = NULL;
+    out->n = 0;
+    if (!t->ok)
         return;
-    strcpy(prefix, unesc_p);
-    strcpy(suffix, unesc_s);
-    DIR *d = opendir(dir);
+    DIR *d = opendir(t->dir);
     if (!d)
         return;
-    unsigned found = 0;
-    char names[LIST_CHILDREN][NAME_MAX + 1];
+    size_t cap = 0, lp = strlen(t->prefix), ls = strlen(t->suffix);
     struct dirent *e;
-    size_t lp = strlen(prefix), ls = strlen(suffix);
     while ((e = readdir(d))) {
         size_t n = strlen(e->d_name);
-        if (n <= lp + ls || strncmp(e->d_name, prefix, lp) || strcmp(e->d_name + n - ls, suffix))
+        if (n <= lp + ls || strncmp(e->d_name, t->prefix, lp) ||
+            strcmp(e->d_name + n - ls, t->suffix) || e->d_name[lp] < '0' || e->d_name[lp] > '9')
             continue;
         char *end;
         long pid = strtol(e->d_name + lp, &end, 10);
-        if (end != e->d_name + n - ls || e->d_name[lp] < '0' || e->d_name[lp] > '9' ||
-            pid == (long)main_pid)
-            continue;
         char path[PATH_MAX];
-        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path ||
-            !written_since(path, start, 0))
+        struct stat st;
+        if (end != e->d_name + n - ls ||
+            snprintf(path, sizeof path, "%s/%s", t->dir, e->d_name) >= (int)sizeof path ||
+            stat(path, &st) != 0 || !S_ISREG(st.st_mode))
             continue;
-        if (found < LIST_CHILDREN)
-            strcpy(names[found], e->d_name);
-        found++;
+        if (out->n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            struct pfile *v = realloc(out->v, ncap * sizeof *v);
+            if (!v)
+                break;
+            out->v = v;
+            cap = ncap;
+        }
+        struct pfile *f = &out->v[out->n++];
+        snprintf(f->name, sizeof f->name, "%s", e->d_name);
+        f->pid = pid;
+        f->dev = st.st_dev;
+        f->ino = st.st_ino;
+        f->mtim = st.st_mtim;
     }
     closedir(d);
-    if (!found)
-        return;
+}
+
+/* Whether file `f` (from the listing after the run) was already there before it. */
+static bool existed_before(const struct pfiles *before, const struct pfile *f)
+{
+    for (size_t i = 0; i < before->n; i++) {
+        const struct pfile *b = &before->v[i];
+        if (!strcmp(b->name, f->name) && b->dev == f->dev && b->ino == f->ino &&
+            b->mtim.tv_sec == f->mtim.tv_sec && b->mtim.tv_nsec == f->mtim.tv_nsec)
+            return true;
+    }
+    return false;
+}
+
+/* Whether the main program's profile `path` (for pid) was written by this run. */
+static bool written_by_run(const char *path, pid_t pid, const struct tmpl_parts *t,
+                           const struct pfiles *before, const struct pfiles *after,
+                           const struct timespec *start)
+{
+    if (t->ok) {
+        for (size_t i = 0; i < after->n; i++)
+            if (after->v[i].pid == (long)pid)
+                return !existed_before(before, &after->v[i]);
+        return false;
+    }
+    /* A template this command cannot list: the pid in the name is the guard against old
+     * files; time stamps only catch a stale file from a reused pid. */
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_mtim.tv_sec >= start->tv_sec - 2;
+}
+
+/* Names the profiles the other processes of this run (children) wrote. */
+static void list_children(const struct tmpl_parts *t, pid_t main_pid, const struct pfiles *before,
+                          const struct pfiles *after)
+{
+    unsigned found = 0;
     char line[1024];
     size_t o = 0;
-    for (unsigned i = 0; i < found && i < LIST_CHILDREN; i++) {
-        int w = snprintf(line + o, sizeof line - o, "%s%s", i ? ", " : "", names[i]);
-        if (w < 0 || (size_t)w >= sizeof line - o)
-            break;
-        o += (size_t)w;
+    for (size_t i = 0; i < after->n; i++) {
+        const struct pfile *f = &after->v[i];
+        if (f->pid == (long)main_pid || existed_before(before, f))
+            continue;
+        if (found++ < LIST_CHILDREN) {
+            int w = snprintf(line + o, sizeof line - o, "%s%s", o ? ", " : "", f->name);
+            if (w < 0 || (size_t)w >= sizeof line - o)
+                line[o] = 0;
+            else
+                o += (size_t)w;
+        }
     }
+    if (!found)
+        return;
+    line[o] = 0;
+    bool here = !strcmp(t->dir, ".");
     memprof_cli_error("%u other process%s of this run wrote %s own profile%s%s%s: %s%s", found,
                       found == 1 ? "" : "es", found == 1 ? "its" : "their", found == 1 ? "" : "s",
-                      strcmp(dir, ".") ? " in " : "", strcmp(dir, ".") ? dir : "", line,
+                      here ? "" : " in ", here ? "" : t->dir, line,
                       found > LIST_CHILDREN ? ", ..." : "");
 }
 
@@ -365,6 +433,65 @@ static void exec_child(const struct run_options *o, const char *plugin, const st
     _exit(CLI_EXIT_NOTFOUND);
 }
 
+/* After the program ended: finds its profile (renaming it to -o's name), prints the summary
+ * and the children's profiles, and returns the exit status for this command. */
+static int outcome(const struct run_options *o, const struct paths *ps, pid_t pid, int status,
+                   const struct tmpl_parts *tp, const struct pfiles *before,
+                   const struct timespec *start)
+{
+    char written[PATH_MAX];
+    const char *profile = NULL;
+    struct pfiles after;
+    scan(tp, &after);
+    if (expand(ps->tmpl, pid, written, sizeof written) &&
+        written_by_run(written, pid, tp, before, &after, start)) {
+        profile = written;
+        if (ps->final) {
+            if (rename(written, ps->final) == 0)
+                profile = ps->final;
+            else
+                memprof_cli_error("cannot rename %s to %s: %s", written, ps->final,
+                                  strerror(errno));
+        }
+    }
+    if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        char name[32];
+        memprof_cli_signal_name(sig, name, sizeof name);
+        if (profile && !o->quiet)
+            print_summary(o, pid, profile);
+        if (!o->quiet)
+            list_children(tp, pid, before, &after);
+        if (profile)
+            memprof_cli_error("%s was killed by signal %d (%s); the last profile written is %s",
+                              o->argv[0], sig, name, profile);
+        else
+            memprof_cli_error("%s was killed by signal %d (%s); no profile was written (use "
+                              "--interval or --signal for profiles during the run)",
+                              o->argv[0], sig, name);
+        free(after.v);
+        return 128 + sig;
+    }
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : CLI_EXIT_FAILURE;
+    if (!o->quiet) {
+        if (profile)
+            print_summary(o, pid, profile);
+        else if (code == CLI_EXIT_NOTFOUND)
+            memprof_cli_error("no profile was written for %s (pid %d): it exited with status "
+                              "127, so it (or the plugin) could probably not be loaded; see the "
+                              "message above",
+                              o->argv[0], (int)pid);
+        else
+            memprof_cli_error("no profile was written for %s (pid %d): the plugin writes it "
+                              "at exit(), not after _exit(), and cannot load into statically "
+                              "linked or set-uid programs",
+                              o->argv[0], (int)pid);
+        list_children(tp, pid, before, &after);
+    }
+    free(after.v);
+    return code;
+}
+
 static int run(const struct run_options *o)
 {
     char plugin[PATH_MAX];
@@ -418,7 +545,11 @@ static int run(const struct run_options *o)
     sigemptyset(&dfl.sa_mask);
     sigaction(SIGCHLD, &dfl, &oldchld);
     struct timespec start;
-    clock_gettime(CLOCK_REALTIME_COARSE, &start);
+    clock_gettime(CLOCK_REALTIME, &start);
+    struct tmpl_parts tp;
+    split_template(ps.tmpl, &tp);
+    struct pfiles before;
+    scan(&tp, &before);
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
@@ -427,6 +558,7 @@ static int run(const struct run_options *o)
         close(pipefd[0]);
         close(pipefd[1]);
         memprof_cli_error("cannot start %s: %s", o->argv[0], strerror(e));
+        free(before.v);
         return CLI_EXIT_CANNOT;
     }
     if (pid == 0) {
@@ -458,11 +590,13 @@ static int run(const struct run_options *o)
     while (waitpid(pid, &status, 0) < 0) {
         if (errno != EINTR) {
             memprof_cli_error("waiting for %s: %s", o->argv[0], strerror(errno));
+            free(before.v);
             return CLI_EXIT_CANNOT;
         }
     }
     child_pid = 0;
     if (r == (ssize_t)sizeof exec_errno) {
+        free(before.v);
         if (exec_errno == ENOENT && !strchr(o->argv[0], '/')) {
             memprof_cli_error("%s: command not found", o->argv[0]);
             return CLI_EXIT_NOTFOUND;
@@ -471,51 +605,8 @@ static int run(const struct run_options *o)
         return exec_errno == ENOENT ? CLI_EXIT_NOTFOUND : CLI_EXIT_NOEXEC;
     }
 
-    /* The main program's profile, under its final name. */
-    char written[PATH_MAX];
-    const char *profile = NULL;
-    if (expand(ps.tmpl, pid, written, sizeof written) && written_since(written, &start, 2)) {
-        profile = written;
-        if (ps.final) {
-            if (rename(written, ps.final) == 0)
-                profile = ps.final;
-            else
-                memprof_cli_error("cannot rename %s to %s: %s", written, ps.final, strerror(errno));
-        }
-    }
-    if (WIFSIGNALED(status)) {
-        int sig = WTERMSIG(status);
-        char name[32];
-        memprof_cli_signal_name(sig, name, sizeof name);
-        if (profile && !o->quiet)
-            print_summary(o, pid, profile);
-        if (!o->quiet)
-            list_children(ps.tmpl, pid, &start);
-        if (profile)
-            memprof_cli_error("%s was killed by signal %d (%s); the last profile written is %s",
-                              o->argv[0], sig, name, profile);
-        else
-            memprof_cli_error("%s was killed by signal %d (%s); no profile was written (use "
-                              "--interval or --signal for profiles during the run)",
-                              o->argv[0], sig, name);
-        return 128 + sig;
-    }
-    int code = WIFEXITED(status) ? WEXITSTATUS(status) : CLI_EXIT_FAILURE;
-    if (!o->quiet) {
-        if (profile)
-            print_summary(o, pid, profile);
-        else if (code == CLI_EXIT_NOTFOUND)
-            memprof_cli_error("no profile was written for %s (pid %d): it exited with status "
-                              "127, so it (or the plugin) could probably not be loaded; see the "
-                              "message above",
-                              o->argv[0], (int)pid);
-        else
-            memprof_cli_error("no profile was written for %s (pid %d): the plugin writes it "
-                              "at exit(), not after _exit(), and cannot load into statically "
-                              "linked or set-uid programs",
-                              o->argv[0], (int)pid);
-        list_children(ps.tmpl, pid, &start);
-    }
+    int code = outcome(o, &ps, pid, status, &tp, &before, &start);
+    free(before.v);
     return code;
 }
 

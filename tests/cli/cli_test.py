@@ -207,6 +207,16 @@ def t_killed(tmp):
     check(p.returncode == 128 + signal.SIGTERM, "killed by SIGTERM: exit %d" % p.returncode)
     check(re.search(r"^memprof: sh was killed by signal 15 \(SIGTERM\)", p.err, re.M),
           "no 'killed by signal' message")
+    # An older file at -o's path is neither reported as this run's profile nor touched.
+    old = os.path.join(tmp, "old.pb.gz")
+    with open(old, "wb") as f:
+        f.write(b"old")
+    p = memprof("run", "-o", old, "--", "sh", "-c", "kill -TERM $$", cwd=tmp)
+    check(p.returncode == 128 + signal.SIGTERM, "killed by SIGTERM: exit %d" % p.returncode)
+    check(re.search(r"\(SIGTERM\); no profile was written", p.err), "an old file was taken for "
+          "the last profile: %r" % p.err)
+    with open(old, "rb") as f:
+        check(f.read() == b"old", "the old file was replaced")
     p = memprof("run", "-q", "--", "sh", "-c", "kill -KILL $$", cwd=tmp)
     check(p.returncode == 128 + signal.SIGKILL, "killed by SIGKILL: exit %d" % p.returncode)
     check("signal 9 (SIGKILL)" in p.err, "no message for SIGKILL with -q")
