@@ -5,13 +5,14 @@
 #
 # Installs the build dependencies if missing (Debian: apt-get; needs root or sudo),
 # configures and builds into build/ (reused if present), then runs PROGRAM (default: the demo
-# workload, examples/demo_workload) with the LD_PRELOAD plugin and MEMPROF_OUTPUT set, and
-# prints the text profile written at exit: the estimated live heap with its 95 % interval,
-# the profiler's health, and the top allocation sites. Exits with the program's status.
+# workload, examples/demo_workload) with `memprof run`, and prints the profile written at
+# exit: the estimated live heap with its 95 % interval, the profiler's health, and the top
+# allocation sites with their call paths. Exits with the program's status.
 #
 # MEMPROF_RATE (bytes, K/M/G suffixes) is passed through; by default it is 64K for the
 # demo workload (so its profile has ~500 live samples) and the library's 512K otherwise.
-# The profile stays in build/demo-profile.txt (a forked child's in build/demo-profile.txt.PID).
+# The profile stays in build/demo/: profile.pb.gz (pprof), profile.html (flame graph) and
+# profile.txt.
 set -euo pipefail
 
 MEMPROF_SCRIPT=demo.sh
@@ -38,9 +39,8 @@ if ! meson compile -C "$build" >"$log" 2>&1; then
 fi
 rm -f "$log"
 
-preload="$root/$build/src/libmemprof-preload.so"
-[[ -f "$preload" ]] ||
-    memprof_die "$preload was not built (is the 'preload' backend disabled? meson configure $build -Dbackends=preload)"
+memprof="$root/$build/tools/memprof"
+[[ -x "$memprof" ]] || memprof_die "$memprof was not built"
 
 if [[ $# -eq 0 ]]; then
     set -- "$root/$build/examples/demo_workload"
@@ -48,43 +48,25 @@ if [[ $# -eq 0 ]]; then
 else
     rate="${MEMPROF_RATE:-512K}"
 fi
-prog="$1"
-shift
-if [[ "$prog" != */* ]]; then
-    resolved="$(command -v -- "$prog" 2>/dev/null)" || {
-        memprof_log "error: $prog: command not found"
-        exit 127
-    }
-    prog="$resolved"
-fi
-[[ -x "$prog" && ! -d "$prog" ]] || {
-    memprof_log "error: $prog: not an executable file"
-    exit 126
-}
 
-profile="$root/$build/demo-profile.txt"
-rm -f "$profile" "$profile".*
-memprof_log "running $prog${*:+ $*} (sampling rate $rate)"
+out="$root/$build/demo"
+mkdir -p "$out"
+profile="$out/profile.pb.gz"
+rm -f "$profile" "$profile".* "$out/profile.html" "$out/profile.txt"
+memprof_log "running $*  (memprof run, sampling rate $rate)"
 memprof_log "---------------------------------------------------------------------"
 rc=0
-env LD_PRELOAD="$preload${LD_PRELOAD:+:$LD_PRELOAD}" MEMPROF_START=1 MEMPROF_RATE="$rate" \
-    MEMPROF_OUTPUT="$profile" MEMPROF_FORMAT=text "$prog" "$@" || rc=$?
+"$memprof" run -q -r "$rate" -o "$profile" -- "$@" || rc=$?
 memprof_log "---------------------------------------------------------------------"
-
 if [[ -s "$profile" ]]; then
+    "$memprof" report --top 10 -o "$out/profile.txt" "$profile"
+    "$memprof" report -o "$out/profile.html" "$profile"
     printf '\n'
-    cat "$profile"
+    cat "$out/profile.txt"
     printf '\n'
-    memprof_log "profile saved as ${profile#"$root"/}"
-else
-    memprof_log "no profile was written: the program may be statically linked, set-uid, or" \
-        "have ended without running exit handlers (_exit, a fatal signal)"
-fi
-shopt -s nullglob
-children=("$profile".*)
-if [[ ${#children[@]} -gt 0 ]]; then
-    memprof_log "${#children[@]} forked child process(es) wrote their own profile:" \
-        "${build}/demo-profile.txt.PID"
+    memprof_log "profile: ${profile#"$root"/} (go tool pprof reads it)," \
+        "${out#"$root"/}/profile.html (flame graph, open in a browser)," \
+        "${out#"$root"/}/profile.txt"
 fi
 memprof_log "program exit status: $rc"
 exit "$rc"
