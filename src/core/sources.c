@@ -86,7 +86,3 @@ const memprof_frame_source *memprof__sources_get(unsigned source)
     return memprof_atomic_load_acquire(&s->active) ? &s->src : NULL;
 }
 
-int memprof__sources_any(void)
-{
-    return memprof_atomic_load_acquire(&nactive) > 0;
-}

@@ -22,7 +22,5 @@ unsigned memprof__sources_capture(uint64_t *ids, unsigned max, unsigned *source)
 /* The callbacks of source index + 1 `source`, or NULL if it is not active. The returned
  * pointer stays valid (slots are never freed) but may be deactivated concurrently. */
 const memprof_frame_source *memprof__sources_get(unsigned source);
-/* Any source active at all (cheap check for resolvers). */
-int memprof__sources_any(void);
 
 #endif

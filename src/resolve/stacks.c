@@ -175,16 +175,3 @@ out:
     return r;
 }
 
-const char *memprof__rframe_label(const struct memprof_rframe *f, char *buf, unsigned size)
-{
-    if (f->function)
-        return f->function;
-    if (f->module) {
-        const char *base = strrchr(f->module, '/');
-        snprintf(buf, size, "%s+0x%lx", base ? base + 1 : f->module,
-                 (unsigned long)(f->address - f->load_bias));
-    } else {
-        snprintf(buf, size, "[unknown]");
-    }
-    return buf;
-}

@@ -33,8 +33,4 @@ struct memprof_rstack {
 /* The resolved frames of stack `id`, or NULL for an unknown id or when out of memory. */
 const struct memprof_rstack *memprof__resolve_stack(struct memprof_stacktab *st, uint32_t id);
 
-/* A label for a frame in summaries and flame graphs: the function name, else
- * "module+0xoffset", else "[unknown]". Returns buf or the function name. */
-const char *memprof__rframe_label(const struct memprof_rframe *f, char *buf, unsigned size);
-
 #endif

@@ -575,14 +575,3 @@ void memprof__sym_counts(uint64_t *resolved, uint64_t *unresolved)
     pthread_mutex_unlock(&lock);
 }
 
-const char *memprof__sym_unknown_label(const struct memprof_sym *s, char *buf, unsigned size)
-{
-    if (s->module) {
-        const char *base = strrchr(s->module, '/');
-        snprintf(buf, size, "%s+0x%lx", base ? base + 1 : s->module,
-                 (unsigned long)(s->pc - s->load_bias));
-    } else {
-        snprintf(buf, size, "[unknown 0x%lx]", (unsigned long)s->pc);
-    }
-    return buf;
-}

@@ -40,7 +40,4 @@ const struct memprof_sym *memprof__sym_get(uintptr_t pc);
 /* Distinct addresses resolved so far, and those without any symbol. */
 void memprof__sym_counts(uint64_t *resolved, uint64_t *unresolved);
 
-/* A display label for an unresolved address: "module+0xoffset" or "0xaddress". */
-const char *memprof__sym_unknown_label(const struct memprof_sym *s, char *buf, unsigned size);
-
 #endif
