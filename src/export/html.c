@@ -768,9 +768,8 @@ static void write_data(const struct memprof_profile *p, const struct html_data *
             "{\"version\":\"" MEMPROF_VERSION_STRING "\",\"time\":%" PRIu64 ",\"rate\":%" PRIu64
             ",\n\"heap\":{\"bytes\":%" PRIu64 ",\"lo\":%" PRIu64 ",\"hi\":%" PRIu64
             ",\"objects\":%" PRIu64 ",\"samples\":%" PRIu64 "},\n"
-            "\"health\":{\"dropped\":%" PRIu64 ",\"overflows\":%" PRIu64
-            ",\"truncated\":%" PRIu64 ",\"unresolved\":%" PRIu64 ",\"addresses\":%" PRIu64
-            "},\n\"strings\":[",
+            "\"health\":{\"dropped\":%" PRIu64 ",\"overflows\":%" PRIu64 ",\"truncated\":%" PRIu64
+            ",\"unresolved\":%" PRIu64 ",\"addresses\":%" PRIu64 "},\n\"strings\":[",
             p->time_unix_ns / 1000000000u, p->sampling_rate, p->inuse_space, lo, hi,
             p->inuse_objects, p->live_samples, p->dropped_samples, p->stack_overflows,
             p->truncated_stacks, p->unresolved_addresses, p->total_addresses);

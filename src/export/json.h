@@ -31,7 +31,7 @@
 void memprof__json_string(FILE *out, const char *s, bool html);
 
 /* Which synthetic frame a unique frame index stands for (see above). */
-#define MEMPROF_UFRAME_NO_STACK_LABEL "[no stack: stack table full]"
+#define MEMPROF_UFRAME_NO_STACK_LABEL  "[no stack: stack table full]"
 #define MEMPROF_UFRAME_TRUNCATED_LABEL "[truncated stack]"
 
 struct memprof_uframes {
@@ -46,9 +46,9 @@ int memprof__uframes_build(const struct memprof_profile *p, struct memprof_ufram
 void memprof__uframes_free(struct memprof_uframes *u);
 
 /* The label, file (NULL if none) and line (0 if none) of unique frame `i`. */
-const char *memprof__uframe_label(const struct memprof_profile *p,
-                                  const struct memprof_uframes *u, uint32_t i, char *buf,
-                                  size_t size, const char **file, uint32_t *line);
+const char *memprof__uframe_label(const struct memprof_profile *p, const struct memprof_uframes *u,
+                                  uint32_t i, char *buf, size_t size, const char **file,
+                                  uint32_t *line);
 
 /*
  * The unique frames of stack `st`, root first, into `path` (room for st->nframes + 1):

@@ -206,9 +206,9 @@ void memprof__uframes_free(struct memprof_uframes *u)
     u->of = u->rep = NULL;
 }
 
-const char *memprof__uframe_label(const struct memprof_profile *p,
-                                  const struct memprof_uframes *u, uint32_t i, char *buf,
-                                  size_t size, const char **file, uint32_t *line)
+const char *memprof__uframe_label(const struct memprof_profile *p, const struct memprof_uframes *u,
+                                  uint32_t i, char *buf, size_t size, const char **file,
+                                  uint32_t *line)
 {
     *file = NULL;
     *line = 0;

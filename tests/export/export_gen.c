@@ -18,8 +18,7 @@
 #include "export/export.h"
 #include "profiles.h"
 
-static int write_one(const char *dir, const char *name, const struct memprof_profile *p,
-                     int html)
+static int write_one(const char *dir, const char *name, const struct memprof_profile *p, int html)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.%s", dir, name, html ? "html" : "speedscope.json");
@@ -58,7 +57,8 @@ static int write_expectation(const char *dir, const struct memprof_profile *p)
         const struct memprof_pstack *st = &p->stacks[i];
         fprintf(f, "%s\n[[", i ? "," : "");
         for (uint32_t j = 0; j < st->nframes; j++)
-            fprintf(f, "%s\"%s\"", j ? "," : "", p->frames[st->frames[st->nframes - 1 - j]].function);
+            fprintf(f, "%s\"%s\"", j ? "," : "",
+                    p->frames[st->frames[st->nframes - 1 - j]].function);
         fprintf(f, "],%" PRIu64 ",%" PRIu64 "]", st->inuse_space, st->alloc_space);
     }
     fputs("]}\n", f);
@@ -87,7 +87,8 @@ int main(int argc, char **argv)
     };
     int rc = 0;
     for (size_t i = 0; i < sizeof all / sizeof *all && rc == 0; i++)
-        rc = write_one(argv[1], all[i].name, all[i].p, 0) || write_one(argv[1], all[i].name, all[i].p, 1);
+        rc = write_one(argv[1], all[i].name, all[i].p, 0) ||
+             write_one(argv[1], all[i].name, all[i].p, 1);
     if (rc == 0)
         rc = write_expectation(argv[1], big);
     big_profile_free(big);

@@ -25,6 +25,8 @@
 
 /* ---- basic ---- */
 
+/* Tables read best one record per line or two. */
+// clang-format off
 static struct memprof_pframe basic_frames[] = {
     /* 0 */ {.function = "leaf_alloc", .file = "/src/app/alloc.c", .module = "/usr/bin/app",
              .line = 42, .address = 0x401010},
@@ -124,6 +126,8 @@ static struct memprof_profile special_profile = {
     .live_samples = 2,
 };
 
+// clang-format on
+
 /* ---- empty ---- */
 
 static struct memprof_profile empty_profile = {.sampling_rate = 524288};
@@ -164,8 +168,10 @@ static inline struct memprof_profile *big_profile_new(void)
         snprintf(files[i], sizeof files[i], "/src/big/file%02d.c", i);
     for (int i = 0; i < BIG_FUNCTIONS; i++) {
         snprintf(names[i], sizeof names[i], "big_function_%04d", i);
-        frames[i] = (struct memprof_pframe){.function = names[i], .file = files[i % 50],
-                                            .module = "/usr/bin/big", .line = 10u + (unsigned)i,
+        frames[i] = (struct memprof_pframe){.function = names[i],
+                                            .file = files[i % 50],
+                                            .module = "/usr/bin/big",
+                                            .line = 10u + (unsigned)i,
                                             .address = 0x400000u + 16u * (unsigned)i};
     }
     uint64_t rng = 12345;

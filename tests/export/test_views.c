@@ -29,11 +29,11 @@ static const char *esc(const char *s, bool html)
     return out;
 }
 
-#define EXPECT_ESC(in, html, want)                                                 \
-    do {                                                                           \
-        const char *got_ = esc(in, html);                                          \
-        if (!EXPECT(strcmp(got_, want) == 0))                                      \
-            fprintf(stderr, "  escaped: %s\n  wanted:  %s\n", got_, want);         \
+#define EXPECT_ESC(in, html, want)                                                                 \
+    do {                                                                                           \
+        const char *got_ = esc(in, html);                                                          \
+        if (!EXPECT(strcmp(got_, want) == 0))                                                      \
+            fprintf(stderr, "  escaped: %s\n  wanted:  %s\n", got_, want);                         \
     } while (0)
 
 static void test_escape_ascii(void)
@@ -42,12 +42,10 @@ static void test_escape_ascii(void)
     EXPECT_ESC("", false, "\"\"");
     EXPECT_ESC(NULL, false, "\"\"");
     EXPECT_ESC("a\"b\\c/d", false, "\"a\\\"b\\\\c/d\"");
-    EXPECT_ESC("\n\t\r\b\f\x01\x1f\x7f", false,
-               "\"\\n\\t\\r\\u0008\\u000c\\u0001\\u001f\\u007f\"");
+    EXPECT_ESC("\n\t\r\b\f\x01\x1f\x7f", false, "\"\\n\\t\\r\\u0008\\u000c\\u0001\\u001f\\u007f\"");
     /* Only HTML mode escapes the characters that matter inside <script>. */
     EXPECT_ESC("</script><!--&-->", false, "\"</script><!--&-->\"");
-    EXPECT_ESC("</script><!--&-->", true,
-               "\"\\u003c/script\\u003e\\u003c!--\\u0026--\\u003e\"");
+    EXPECT_ESC("</script><!--&-->", true, "\"\\u003c/script\\u003e\\u003c!--\\u0026--\\u003e\"");
 }
 
 static void test_escape_utf8(void)
@@ -56,8 +54,14 @@ static void test_escape_utf8(void)
     EXPECT_ESC("na\xc3\xafve \xe5\x87\xbd \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf", false,
                "\"na\xc3\xafve \xe5\x87\xbd \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf\"");
     /* U+2028 and U+2029 are JSON but end lines in old JavaScript: escaped for HTML only. */
-    EXPECT_ESC("a\xe2\x80\xa8" "b\xe2\x80\xa9", false, "\"a\xe2\x80\xa8" "b\xe2\x80\xa9\"");
-    EXPECT_ESC("a\xe2\x80\xa8" "b\xe2\x80\xa9", true, "\"a\\u2028b\\u2029\"");
+    EXPECT_ESC("a\xe2\x80\xa8"
+               "b\xe2\x80\xa9",
+               false,
+               "\"a\xe2\x80\xa8"
+               "b\xe2\x80\xa9\"");
+    EXPECT_ESC("a\xe2\x80\xa8"
+               "b\xe2\x80\xa9",
+               true, "\"a\\u2028b\\u2029\"");
 }
 
 static void test_escape_malformed(void)
@@ -67,11 +71,11 @@ static void test_escape_malformed(void)
     EXPECT_ESC("\xff", false, "\"\\ufffd\"");
     EXPECT_ESC("\x80x", false, "\"\\ufffdx\"");
     EXPECT_ESC("\xc3(", false, "\"\\ufffd(\"");
-    EXPECT_ESC("\xe2\x82", false, "\"\\ufffd\"");             /* cut at the end */
-    EXPECT_ESC("\xf0\x9f\x98x", false, "\"\\ufffdx\"");       /* cut before 'x' */
-    EXPECT_ESC("\xc0\xaf", false, "\"\\ufffd\\ufffd\"");      /* overlong '/' */
-    EXPECT_ESC("\xe0\x80\x80", false, "\"\\ufffd\\ufffd\\ufffd\""); /* overlong NUL */
-    EXPECT_ESC("\xed\xa0\x80", false, "\"\\ufffd\\ufffd\\ufffd\""); /* surrogate D800 */
+    EXPECT_ESC("\xe2\x82", false, "\"\\ufffd\"");                              /* cut at the end */
+    EXPECT_ESC("\xf0\x9f\x98x", false, "\"\\ufffdx\"");                        /* cut before 'x' */
+    EXPECT_ESC("\xc0\xaf", false, "\"\\ufffd\\ufffd\"");                       /* overlong '/' */
+    EXPECT_ESC("\xe0\x80\x80", false, "\"\\ufffd\\ufffd\\ufffd\"");            /* overlong NUL */
+    EXPECT_ESC("\xed\xa0\x80", false, "\"\\ufffd\\ufffd\\ufffd\"");            /* surrogate D800 */
     EXPECT_ESC("\xf4\x90\x80\x80", false, "\"\\ufffd\\ufffd\\ufffd\\ufffd\""); /* > 10FFFF */
     EXPECT_ESC("\xf5\xfe", true, "\"\\ufffd\\ufffd\"");
 }
@@ -159,12 +163,8 @@ static void test_deterministic(void)
 }
 
 static const struct test_case cases[] = {
-    TEST_CASE(test_escape_ascii),
-    TEST_CASE(test_escape_utf8),
-    TEST_CASE(test_escape_malformed),
-    TEST_CASE(test_unique_frames),
-    TEST_CASE(test_write_error),
-    TEST_CASE(test_deterministic),
+    TEST_CASE(test_escape_ascii),  TEST_CASE(test_escape_utf8), TEST_CASE(test_escape_malformed),
+    TEST_CASE(test_unique_frames), TEST_CASE(test_write_error), TEST_CASE(test_deterministic),
 };
 
 int main(int argc, char **argv)
