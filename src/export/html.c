@@ -27,7 +27,8 @@
 
 /* ---- The page ---------------------------------------------------------------------------
  * The HTML before and after the data, one literal per line so the page stays readable here.
- * The script reads the data layout documented at its top (frames, nodes, stacks). */
+ * The script reads the data layout documented at its top (frames, nodes, stacks). Nothing
+ * in the page may reference a URL, not even a link: check_views.py rejects any. */
 
 // clang-format off
 static const char *const page_head[] = {
@@ -621,7 +622,9 @@ struct html_data {
     char **owned; /* labels built into a buffer (unresolved frames), copied */
     uint32_t nowned;
     uint32_t *name_of, *file_of; /* unique frame -> string index (file: UINT32_MAX none) */
-    /* Call tree: node -> (parent or UINT32_MAX, unique frame). */
+    /* Call tree: node -> (parent or UINT32_MAX, unique frame). Nodes are numbered in
+     * creation order, so a parent comes before its children: the page's script relies on
+     * it to sum values bottom-up and to merge frames in one pass. */
     uint32_t *parent, *frame, nnodes;
     uint32_t *node_table;
     size_t node_cap;

@@ -166,7 +166,10 @@ def run_schema(tmp, schema_path):
             print(f"{name}: {e.message} at {list(e.absolute_path)}")
         check(not errors, f"{name}: {len(errors)} schema errors")
         # The file must also be a sampled profile as speedscope reads it, not just any
-        # member of the anyOf: the same document with an unknown type must fail.
+        # member of the anyOf: the same document with an unknown type must fail. (Not for
+        # big: validating it takes seconds, and it proves nothing more.)
+        if name == "big":
+            continue
         doc["profiles"] = [dict(p, type="bogus") for p in doc["profiles"]] or [{"type": "x"}]
         check(list(validator.iter_errors(doc)), f"{name}: the schema accepts anything")
     return 0
