@@ -1,0 +1,53 @@
+# SPDX-License-Identifier: MIT
+"""memprof: a sampling heap profiler for Python programs (libmemprof's Python binding).
+
+It samples allocations (malloc and friends, and Python's own small-object allocator) as a
+Poisson process over allocated bytes, records each sample's call stack — Python frames
+(function, file, line) merged with the native frames of C extensions and the interpreter —
+and estimates which call paths hold how much live memory, cheaply enough to leave on.
+
+    import memprof
+    memprof.start(sampling_rate_kb=512)
+    ...
+    snap = memprof.get_snapshot()
+    print(snap.estimated_heap_bytes, snap.top_allocators(5))
+    snap.save("heap.pb.gz")          # pprof; or .json (speedscope), .folded, .txt, .html
+    memprof.stop()
+
+Or from the command line: ``python3 -m memprof run script.py [args]``.
+"""
+
+from ._api import (
+    FORMATS,
+    AllocationSample,
+    AllocatorSite,
+    FramePointerHealth,
+    HeapSnapshot,
+    MemoryProfiler,
+    MemProfStats,
+    StackFrame,
+    UnwindHealth,
+    get_snapshot,
+    get_stats,
+    shutdown,
+    start,
+    stop,
+)
+from ._memprof import LIBRARY_VERSION as __version__
+
+__all__ = [
+    "FORMATS",
+    "AllocationSample",
+    "AllocatorSite",
+    "FramePointerHealth",
+    "HeapSnapshot",
+    "MemProfStats",
+    "MemoryProfiler",
+    "StackFrame",
+    "UnwindHealth",
+    "get_snapshot",
+    "get_stats",
+    "shutdown",
+    "start",
+    "stop",
+]

@@ -1,0 +1,760 @@
+# SPDX-License-Identifier: MIT
+"""The Python API of libmemprof (spec section 9.2, with DESIGN.md's decisions).
+
+start()/stop()/get_snapshot()/get_stats()/shutdown() and the MemoryProfiler context manager
+drive the process-wide libmemprof engine through the C extension ``memprof._memprof``; the
+dataclasses here (HeapSnapshot, AllocationSample, StackFrame, AllocatorSite, UnwindHealth,
+MemProfStats) are plain Python views of a snapshot and of the engine statistics.
+
+Lifecycle: the engine is initialised by the first start() with its sampling rate, which then
+holds for the life of the process; stop() pauses sampling (frees stay tracked) and a later
+start() resumes; shutdown() is one-way. Estimates are plain ints (DESIGN.md) with their 95 %
+intervals in separate ``*_low``/``*_high`` attributes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gc
+import os
+import site
+import sysconfig
+import threading
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from . import _memprof as _c
+
+__all__ = [
+    "AllocationSample",
+    "AllocatorSite",
+    "FORMATS",
+    "FramePointerHealth",
+    "HeapSnapshot",
+    "MemProfStats",
+    "MemoryProfiler",
+    "StackFrame",
+    "UnwindHealth",
+    "get_snapshot",
+    "get_stats",
+    "shutdown",
+    "start",
+    "stop",
+]
+
+#: Output formats accepted by HeapSnapshot.save() (DESIGN.md "Format names").
+FORMATS: Dict[str, int] = {
+    "pprof": _c.FORMAT_PPROF,
+    "speedscope": _c.FORMAT_SPEEDSCOPE,
+    "collapsed": _c.FORMAT_COLLAPSED,
+    "text": _c.FORMAT_TEXT,
+    "html": _c.FORMAT_HTML,
+}
+
+#: The file extension written for each format (the first one is the default).
+EXTENSIONS: Dict[str, Tuple[str, ...]] = {
+    "pprof": (".pb.gz", ".pprof"),
+    "speedscope": (".json",),
+    "collapsed": (".folded", ".collapsed"),
+    "text": (".txt",),
+    "html": (".html",),
+}
+
+DEFAULT_SAMPLING_RATE_KB = _c.DEFAULT_SAMPLING_RATE // 1024
+_MAX_RATE_BYTES = _c.MAX_RATE_BYTES
+
+_STATES = {
+    _c.STATE_UNINITIALIZED: "uninitialized",
+    _c.STATE_INITIALIZED: "initialized",
+    _c.STATE_ACTIVE: "active",
+    _c.STATE_STOPPED: "stopped",
+    _c.STATE_SHUTDOWN: "shutdown",
+}
+_UNWINDERS = {_c.UNWIND_FP: "fp", _c.UNWIND_DWARF: "dwarf"}
+
+# Allocator entry points: never the "site" of an allocation (see AllocatorSite).
+_ALLOCATOR_FUNCTIONS = frozenset(
+    """malloc calloc realloc free reallocarray posix_memalign aligned_alloc memalign valloc
+    pvalloc __libc_malloc __libc_calloc __libc_realloc
+    PyMem_Malloc PyMem_Calloc PyMem_Realloc PyMem_RawMalloc PyMem_RawCalloc PyMem_RawRealloc
+    PyObject_Malloc PyObject_Calloc PyObject_Realloc _PyObject_Malloc _PyObject_Calloc
+    _PyObject_Realloc _PyMem_RawMalloc _PyMem_RawCalloc _PyMem_RawRealloc _PyMem_DebugMalloc
+    _PyMem_DebugCalloc _PyMem_DebugRealloc _PyMem_DebugRawMalloc _PyMem_DebugRawCalloc
+    _PyMem_DebugRawRealloc""".split()
+) | {"operator new", "operator new[]"}
+
+_lock = threading.RLock()  # serializes the lifecycle calls of Python threads
+
+
+# ---- frames and samples ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StackFrame:
+    """One frame of an allocation's call stack.
+
+    ``is_python`` frames come from the interpreter (function is the code object's qualified
+    name, filename/lineno the source position) and stand in place of CPython's eval loop;
+    the others are native frames (``module`` is the path of the shared object, ``address``
+    the return address).
+    """
+
+    function: str
+    filename: Optional[str]
+    lineno: int
+    module: Optional[str] = None
+    is_python: bool = False
+    inlined: bool = False
+    address: int = 0
+    unresolved: bool = False
+    truncated: bool = False
+
+    @property
+    def file(self) -> Optional[str]:
+        """Alias of ``filename`` (the spec's name)."""
+        return self.filename
+
+    @property
+    def line(self) -> int:
+        """Alias of ``lineno`` (the spec's name)."""
+        return self.lineno
+
+    @property
+    def is_runtime(self) -> bool:
+        """Alias of ``is_python``: an interpreter frame from the frame source."""
+        return self.is_python
+
+    def __str__(self) -> str:
+        where = f" ({self.filename}:{self.lineno})" if self.filename else ""
+        return f"{self.function}{where}"
+
+
+@dataclass(frozen=True)
+class AllocationSample:
+    """A sampled allocation that was still live when the snapshot was taken."""
+
+    size: int  #: exact size of the sampled allocation, in bytes
+    estimated_bytes: int  #: bytes it stands for: size / p(size)
+    estimated_count: float  #: allocations it stands for: 1 / p(size)
+    timestamp_ns: int  #: CLOCK_MONOTONIC time of the allocation (time.monotonic_ns())
+    stack_id: int
+    stack: List[StackFrame] = field(repr=False)
+    gc_epoch: Optional[int] = None  #: GC cycles started before it (gc_tracking), else None
+
+    @property
+    def weight(self) -> float:
+        """How many allocations this sample represents (the inverse sampling probability)."""
+        return self.estimated_count
+
+
+@dataclass(frozen=True)
+class UnwindHealth:
+    """How well native stacks were captured (the spec's FramePointerHealth).
+
+    Python frames come from the interpreter, not from unwinding; these numbers are about the
+    native part of the stacks (C extensions, the interpreter, libc).
+    """
+
+    unwinder: str  #: "dwarf" or "fp"
+    total_native_stacks: int  #: samples taken
+    shallow_stacks: int  #: samples with fewer than 4 native frames
+    truncated_stacks: int  #: samples cut at the maximum depth or where unwinding stopped
+    avg_native_depth: float
+    min_native_depth: int
+    unwind_confidence: float  #: share of samples neither shallow nor truncated (0..1)
+
+    @property
+    def shallow_stack_warnings(self) -> int:
+        """The spec's name of ``shallow_stacks``."""
+        return self.shallow_stacks
+
+    @property
+    def truncation_rate(self) -> float:
+        """Share of samples whose native stack is shallow or truncated."""
+        return 1.0 - self.unwind_confidence if self.total_native_stacks else 0.0
+
+    @property
+    def confidence(self) -> str:
+        """'high' (under 5 % bad stacks), 'medium' (under 20 %) or 'low'."""
+        rate = self.truncation_rate
+        return "high" if rate < 0.05 else "medium" if rate < 0.20 else "low"
+
+    @property
+    def recommendation(self) -> Optional[str]:
+        """What to do when the confidence is not high, else None."""
+        if self.confidence == "high":
+            return None
+        hint = (
+            "set MEMPROF_UNWIND=dwarf before starting Python"
+            if self.unwinder == "fp"
+            else "rebuild the C extensions involved with -fno-omit-frame-pointer and unwind tables"
+        )
+        return (
+            f"{self.truncation_rate:.1%} of the native stacks are shallow or truncated; "
+            f"for better native stacks, {hint}"
+        )
+
+
+#: The spec's name.
+FramePointerHealth = UnwindHealth
+
+
+@dataclass(frozen=True)
+class AllocatorSite:
+    """An allocation site of HeapSnapshot.top_allocators(): every live sample attributed to
+    the same function, file and line, with the combined estimate.
+
+    The site of a stack is its innermost Python frame in the program's own code (not in the
+    standard library or installed packages: a numpy array is attributed to the line of
+    your code that made it, not to numpy's ``ones``); with ``user_code=False``, or when every
+    Python frame is library code, its innermost Python frame; for a stack without Python
+    frames, its innermost native frame that is not an allocator entry point. It can be read as a dict too
+    (``site["function"]``, ``site.get("file")``, ``dict(site)``), as in the spec's examples.
+    """
+
+    function: str
+    file: Optional[str]
+    line: int
+    is_python: bool
+    estimated_bytes: int  #: estimated live bytes
+    estimated_bytes_low: int  #: 95 % interval of estimated_bytes
+    estimated_bytes_high: int
+    count: int  #: estimated live allocations
+    samples: int  #: live samples behind the estimate
+    allocated_bytes: int  #: estimated bytes ever allocated here while profiling
+    allocated_count: int
+    stack: List[StackFrame] = field(repr=False)  #: the heaviest stack of this site
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key, default) if key in self.__dataclass_fields__ else default
+
+    def keys(self) -> List[str]:
+        return list(self.__dataclass_fields__)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+def _interval(est: float, var: float) -> Tuple[int, int]:
+    half = 1.959964 * (var if var > 0 else 0.0) ** 0.5
+    return max(0, round(est - half)), max(0, round(est + half))
+
+
+def _frame(t: tuple) -> StackFrame:
+    function, filename, line, flags, module, address, load_bias = t
+    runtime = bool(flags & _c.FRAME_RUNTIME)
+    if function is None:  # as the writers label it: module+offset in the ELF file
+        base = os.path.basename(module) if module else None
+        function = f"{base}+{address - load_bias:#x}" if base else "[unknown]"
+    return StackFrame(
+        function=function,
+        filename=filename,
+        lineno=line,
+        module=module,
+        is_python=runtime,
+        inlined=bool(flags & _c.FRAME_INLINED),
+        address=address,
+        unresolved=bool(flags & _c.FRAME_UNRESOLVED),
+        truncated=bool(flags & _c.FRAME_TRUNCATED),
+    )
+
+
+def _library_dirs() -> Tuple[str, ...]:
+    """Directories of installed Python code: the standard library and site packages."""
+    dirs = set()
+    paths = sysconfig.get_paths()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        if paths.get(key):
+            dirs.add(os.path.realpath(paths[key]))
+    try:
+        dirs.update(os.path.realpath(d) for d in site.getsitepackages())
+        dirs.add(os.path.realpath(site.getusersitepackages()))
+    except AttributeError:  # a virtualenv's old site.py
+        pass
+    dirs.add(os.path.dirname(os.path.realpath(__file__)))  # this package
+    return tuple(d.rstrip(os.sep) + os.sep for d in dirs)
+
+
+_LIBRARY_DIRS: Optional[Tuple[str, ...]] = None
+
+
+def _is_library_file(filename: Optional[str]) -> bool:
+    """Whether a Python frame's file is installed library code rather than the program's."""
+    global _LIBRARY_DIRS
+    if not filename:
+        return True
+    if filename.startswith("<frozen "):
+        return True
+    if filename.startswith("<"):  # <string>, <stdin>: code the program compiled itself
+        return False
+    if _LIBRARY_DIRS is None:
+        _LIBRARY_DIRS = _library_dirs()
+    path = os.path.realpath(filename)
+    return path.startswith(_LIBRARY_DIRS) or any(
+        part in ("site-packages", "dist-packages") for part in path.split(os.sep)
+    )
+
+
+def _site_frame(stack: Sequence[StackFrame], user_code: bool = True) -> Optional[StackFrame]:
+    """The frame a stack is attributed to (see AllocatorSite)."""
+    python = [f for f in stack if f.is_python]
+    if user_code:
+        for f in python:
+            if not _is_library_file(f.filename):
+                return f
+    if python:
+        return python[0]
+    for f in stack:
+        if f.function in _ALLOCATOR_FUNCTIONS or f.unresolved:
+            continue
+        base = os.path.basename(f.module or "")
+        if base.startswith(("libmemprof", "_memprof")):
+            continue
+        return f
+    return stack[0] if stack else None
+
+
+# ---- GC epochs (spec 9.5) ------------------------------------------------------------------
+
+
+class _GcEpochs:
+    """Records the CLOCK_MONOTONIC time of every garbage collection start (gc.callbacks),
+    so that a sample's GC epoch is the number of collections started before it."""
+
+    def __init__(self) -> None:
+        self.starts: List[int] = []
+        self.enabled = False
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self.starts.append(time.monotonic_ns())
+
+    def enable(self) -> None:
+        if not self.enabled:
+            gc.callbacks.append(self._callback)
+            self.enabled = True
+
+    def epoch_at(self, timestamp_ns: int) -> int:
+        return bisect.bisect_left(self.starts, timestamp_ns)
+
+    @property
+    def current(self) -> int:
+        return len(self.starts)
+
+
+_gc_epochs = _GcEpochs()
+
+
+# ---- snapshots -----------------------------------------------------------------------------
+
+
+@dataclass
+class HeapSnapshot:
+    """The live sampled allocations at one moment, with estimates for the whole heap.
+
+    ``estimated_heap_bytes`` estimates the live bytes allocated while profiling was active
+    (malloc and friends, and Python's small-object allocator through the PyMem hooks), with
+    its 95 % interval in ``estimated_heap_bytes_low``/``_high``; it is reliable from about
+    100 live samples on (``low_confidence`` says when there are fewer).
+    """
+
+    samples: List[AllocationSample] = field(repr=False)
+    total_samples: int  #: allocations sampled since the engine was initialised
+    live_samples: int
+    estimated_heap_bytes: int
+    estimated_heap_bytes_low: int
+    estimated_heap_bytes_high: int
+    estimated_count: int  #: estimated live allocations
+    estimated_count_low: int
+    estimated_count_high: int
+    low_confidence: bool  #: fewer than 100 live samples: treat the estimates as rough
+    sampling_rate_bytes: int
+    timestamp: float  #: time.time() when the snapshot was taken
+    timestamp_ns: int  #: CLOCK_MONOTONIC time of the snapshot (comparable to samples')
+    unwind_health: UnwindHealth
+    gc_epochs_during_profile: Optional[int] = None  #: collections seen (gc_tracking), else None
+    _handle: Any = field(default=None, repr=False, compare=False)
+    _sites: List[tuple] = field(default_factory=list, repr=False, compare=False)
+    _stacks: Dict[int, Tuple[StackFrame, ...]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    @property
+    def sampling_rate_kb(self) -> float:
+        return self.sampling_rate_bytes / 1024
+
+    @property
+    def frame_pointer_health(self) -> UnwindHealth:
+        """The spec's name of ``unwind_health``."""
+        return self.unwind_health
+
+    def stack(self, stack_id: int) -> List[StackFrame]:
+        """The resolved frames of a stack id, leaf (allocating function) first."""
+        cached = self._stacks.get(stack_id)
+        if cached is None:
+            cached = tuple(_frame(t) for t in self._handle.stack(stack_id))
+            self._stacks[stack_id] = cached
+        return list(cached)
+
+    def top_allocators(
+        self, n: int = 10, by: str = "live", user_code: bool = True
+    ) -> List[AllocatorSite]:
+        """The top ``n`` allocation sites by estimated live bytes (``by="live"``) or by
+        estimated bytes allocated while profiling (``by="allocated"``).
+
+        Call stacks attributed to the same site (function, file, line; see AllocatorSite for
+        the rule and ``user_code``) are combined: their estimates add up and so do their
+        variances.
+        """
+        if by not in ("live", "allocated"):
+            raise ValueError(f"top_allocators(by={by!r}): expected 'live' or 'allocated'")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"top_allocators(n={n!r}): expected a non-negative int")
+        groups: Dict[tuple, dict] = {}
+        for (sid, lsamp, lbytes, _lo, lhi, lcount, asamp, abytes, acount) in self._sites:
+            if (lsamp if by == "live" else asamp) == 0:
+                continue
+            stack = self.stack(sid)
+            top = _site_frame(stack, user_code)
+            if top is None:
+                key = ("[unknown]", None, 0, False)
+            else:
+                key = (top.function, top.filename, top.lineno, top.is_python)
+            g = groups.setdefault(
+                key,
+                dict(bytes=0, var=0.0, count=0, samples=0, abytes=0, acount=0, heaviest=-1,
+                     stack=stack),
+            )
+            sd = (lhi - lbytes) / 1.959964
+            g["bytes"] += lbytes
+            g["var"] += sd * sd
+            g["count"] += lcount
+            g["samples"] += lsamp
+            g["abytes"] += abytes
+            g["acount"] += acount
+            weight = lbytes if by == "live" else abytes
+            if weight > g["heaviest"]:
+                g["heaviest"], g["stack"] = weight, stack
+        sites = []
+        for (function, file, line, is_python), g in groups.items():
+            low, high = _interval(g["bytes"], g["var"])
+            sites.append(
+                AllocatorSite(
+                    function=function,
+                    file=file,
+                    line=line,
+                    is_python=is_python,
+                    estimated_bytes=g["bytes"],
+                    estimated_bytes_low=low,
+                    estimated_bytes_high=high,
+                    count=g["count"],
+                    samples=g["samples"],
+                    allocated_bytes=g["abytes"],
+                    allocated_count=g["acount"],
+                    stack=g["stack"],
+                )
+            )
+        key = (lambda s: s.estimated_bytes) if by == "live" else (lambda s: s.allocated_bytes)
+        sites.sort(key=key, reverse=True)
+        return sites[:n]
+
+    def save(self, path: Union[str, "os.PathLike[str]", bytes], format: Optional[str] = None) -> None:
+        """Writes the snapshot to ``path``.
+
+        ``format`` is one of 'pprof' (gzip'ed profile.proto, ``.pb.gz``), 'speedscope'
+        (``.json``), 'collapsed' (``.folded``/``.collapsed``), 'text' (``.txt``) or 'html'
+        (``.html``); None picks it from the extension (text when there is none). The file is
+        written under a temporary name and renamed (mode 0600).
+
+        Raises ValueError for an unknown format, NotImplementedError when this build of
+        libmemprof has no writer for the format, and OSError when the file cannot be written.
+        """
+        if format is None:
+            code = _c.FORMAT_AUTO
+        elif isinstance(format, str) and format in FORMATS:
+            code = FORMATS[format]
+        else:
+            raise ValueError(
+                f"save(format={format!r}): expected one of {', '.join(FORMATS)} or None"
+            )
+        if self._handle is None:
+            raise RuntimeError("save(): this HeapSnapshot has no libmemprof snapshot behind it")
+        self._handle.write(os.fspath(path), code)
+
+    def allocations_surviving_gc(self, min_epochs: int = 1) -> List[AllocationSample]:
+        """Live samples allocated before at least ``min_epochs`` garbage collections started
+        (spec 9.5; needs ``start(gc_tracking=True)``): candidates for leaks."""
+        if self.gc_epochs_during_profile is None:
+            raise RuntimeError(
+                "allocations_surviving_gc() needs GC tracking: start(gc_tracking=True) or "
+                "MemoryProfiler(gc_tracking=True)"
+            )
+        current = self.gc_epochs_during_profile
+        return [
+            s for s in self.samples if s.gc_epoch is not None and s.gc_epoch + min_epochs <= current
+        ]
+
+
+@dataclass(frozen=True)
+class MemProfStats:
+    """Engine statistics (memprof_get_stats()) and the binding's own counters."""
+
+    state: str  #: uninitialized, initialized, active, stopped or shutdown
+    sampling_rate_bytes: int
+    total_samples: int
+    live_samples: int
+    freed_samples: int
+    unique_stacks: int
+    estimated_heap_bytes: int
+    heap_map_capacity: int
+    heap_map_used: int
+    heap_map_load_percent: float
+    heap_map_full_drops: int
+    stack_table_capacity: int
+    stack_table_overflows: int
+    bloom_rebuilds: int
+    death_during_birth: int
+    reentrant_skips: int
+    truncated_stacks: int
+    shallow_stacks: int
+    profiler_bytes: int
+    unwinder: str
+    unwind_confidence: float
+    resolved_addresses: int
+    unresolved_addresses: int
+    python_frames_interned: int  #: distinct (code object, line) pairs seen in samples
+    pymem_samples: int  #: samples taken from Python's small-object allocator
+    pymem_obj_mode: str  #: how PYMEM_DOMAIN_OBJ is reported ("pymalloc", "off ...", ...)
+    pymem_mem_mode: str  #: same for PYMEM_DOMAIN_MEM
+    pymem_hooks_outermost: bool  #: no other allocator hook (e.g. tracemalloc) wraps ours
+    raw: Dict[str, Any] = field(repr=False, compare=False)  #: every counter, as read
+
+    @property
+    def sampling_rate_kb(self) -> float:
+        return self.sampling_rate_bytes / 1024
+
+    @property
+    def collisions(self) -> int:
+        """The spec's heap-map "collisions": here, tombstones reused by inserts."""
+        return int(self.raw.get("tombstones_reused", 0))
+
+
+def _stats_from(raw: Dict[str, Any]) -> MemProfStats:
+    cap = raw["heap_map_capacity"]
+    return MemProfStats(
+        state=_STATES.get(raw["state"], str(raw["state"])),
+        sampling_rate_bytes=raw["sampling_rate"],
+        total_samples=raw["total_samples"],
+        live_samples=raw["live_samples"],
+        freed_samples=raw["freed_samples"],
+        unique_stacks=raw["unique_stacks"],
+        estimated_heap_bytes=raw["estimated_live_bytes"],
+        heap_map_capacity=cap,
+        heap_map_used=raw["heap_map_used"],
+        heap_map_load_percent=100.0 * raw["heap_map_used"] / cap if cap else 0.0,
+        heap_map_full_drops=raw["heap_map_full_drops"],
+        stack_table_capacity=raw["stack_table_capacity"],
+        stack_table_overflows=raw["stack_table_overflows"],
+        bloom_rebuilds=raw["bloom_rebuilds"],
+        death_during_birth=raw["death_during_birth"],
+        reentrant_skips=raw["reentrant_skips"],
+        truncated_stacks=raw["truncated_stacks"],
+        shallow_stacks=raw["shallow_stacks"],
+        profiler_bytes=raw["profiler_bytes"],
+        unwinder=_UNWINDERS.get(raw["unwinder"], "none"),
+        unwind_confidence=raw["unwind_confidence_permille"] / 1000.0,
+        resolved_addresses=raw["resolved_addresses"],
+        unresolved_addresses=raw["unresolved_addresses"],
+        python_frames_interned=raw["python_frames_interned"],
+        pymem_samples=raw["pymem_samples"],
+        pymem_obj_mode=raw["pymem_obj_mode"],
+        pymem_mem_mode=raw["pymem_mem_mode"],
+        pymem_hooks_outermost=bool(raw["pymem_hooks_outermost"]),
+        raw=raw,
+    )
+
+
+def _health_from(raw: Dict[str, Any]) -> UnwindHealth:
+    total = raw["total_samples"]
+    return UnwindHealth(
+        unwinder=_UNWINDERS.get(raw["unwinder"], "none"),
+        total_native_stacks=total,
+        shallow_stacks=raw["shallow_stacks"],
+        truncated_stacks=raw["truncated_stacks"],
+        avg_native_depth=raw["stack_depth_total"] / total if total else 0.0,
+        min_native_depth=raw["stack_depth_min"],
+        unwind_confidence=raw["unwind_confidence_permille"] / 1000.0 if total else 1.0,
+    )
+
+
+# ---- the lifecycle -------------------------------------------------------------------------
+
+
+def _rate_bytes_from_kb(sampling_rate_kb: Any) -> int:
+    if isinstance(sampling_rate_kb, bool) or not isinstance(sampling_rate_kb, int):
+        raise ValueError(
+            f"sampling_rate_kb must be a positive int (KiB), not {sampling_rate_kb!r}"
+        )
+    if sampling_rate_kb < 1 or sampling_rate_kb * 1024 > _MAX_RATE_BYTES:
+        raise ValueError(
+            f"sampling_rate_kb must be between 1 and {_MAX_RATE_BYTES // 1024} KiB, "
+            f"not {sampling_rate_kb}"
+        )
+    return sampling_rate_kb * 1024
+
+
+def _start_bytes(rate_bytes: Optional[int], gc_tracking: bool = False) -> None:
+    """start() with a rate in bytes (None = the default, or the rate in force)."""
+    with _lock:
+        _c.install()
+        initialised = _c.init(rate_bytes if rate_bytes is not None else _c.DEFAULT_SAMPLING_RATE)
+        if not initialised and rate_bytes is not None:
+            current = _c.stats()["sampling_rate"]
+            if current != rate_bytes:
+                warnings.warn(
+                    f"memprof.start(): the sampling rate is fixed when the profiler is first "
+                    f"initialised and stays {current} bytes ({current / 1024:g} KiB) for the life "
+                    f"of the process; the requested {rate_bytes} bytes "
+                    f"({rate_bytes / 1024:g} KiB) is ignored",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+        if gc_tracking:
+            _gc_epochs.enable()
+        _c.start()
+
+
+def start(sampling_rate_kb: Optional[int] = None, *, gc_tracking: bool = False) -> None:
+    """Starts (or resumes) sampling allocations.
+
+    Args:
+        sampling_rate_kb: mean KiB allocated between samples. The first start() initialises
+            the profiler with it (None means 512 KiB); the rate then holds for the life of the
+            process: a later start() after stop() resumes, and passing a different rate then
+            only emits a RuntimeWarning (None keeps the rate in force silently). Lower rates
+            give tighter estimates at a higher cost.
+        gc_tracking: also record garbage-collection starts, for
+            HeapSnapshot.allocations_surviving_gc() (spec 9.5). Once on, stays on.
+
+    Raises:
+        RuntimeError: profiling is already active (also when the LD_PRELOAD plugin started
+            it), or shutdown() was called; NotImplementedError (a RuntimeError) when no
+            allocator interposition backend is available in this process.
+        ValueError: sampling_rate_kb is not an int between 1 and 2**30.
+    """
+    rate = None if sampling_rate_kb is None else _rate_bytes_from_kb(sampling_rate_kb)
+    _start_bytes(rate, gc_tracking)
+
+
+def stop() -> None:
+    """Stops sampling new allocations. Frees keep being tracked, so a block freed after
+    stop() leaves the profile; the data is kept (start() resumes, get_snapshot() works).
+
+    Raises RuntimeError if profiling is not running.
+    """
+    with _lock:
+        _c.stop()
+
+
+def shutdown() -> None:
+    """Ends profiling for the life of the process (one-way): no more sampling or free
+    tracking, and start() raises RuntimeError afterwards. Snapshots taken before stay
+    usable. Not registered with atexit: at exit the profiler simply stops with the process
+    (and the LD_PRELOAD plugin, when present, still writes its exit-time profile)."""
+    with _lock:
+        _c.shutdown()
+
+
+def get_stats() -> MemProfStats:
+    """The profiler's statistics; works in every state (all zero before the first start)."""
+    return _stats_from(_c.stats())
+
+
+def get_snapshot() -> HeapSnapshot:
+    """A snapshot of the live sampled allocations, with their resolved stacks.
+
+    Works while profiling is active and after stop(). Raises RuntimeError before the first
+    start() and after shutdown().
+    """
+    handle = _c.snapshot()
+    raw = _c.stats()
+    est = handle.estimate()
+    tracking = _gc_epochs.enabled
+    snap = HeapSnapshot(
+        samples=[],
+        total_samples=raw["total_samples"],
+        live_samples=est["live_samples"],
+        estimated_heap_bytes=est["bytes"],
+        estimated_heap_bytes_low=est["bytes_low"],
+        estimated_heap_bytes_high=est["bytes_high"],
+        estimated_count=est["count"],
+        estimated_count_low=est["count_low"],
+        estimated_count_high=est["count_high"],
+        low_confidence=est["low_confidence"],
+        sampling_rate_bytes=est["sampling_rate"],
+        timestamp=time.time(),
+        timestamp_ns=est["timestamp_ns"],
+        unwind_health=_health_from(raw),
+        gc_epochs_during_profile=_gc_epochs.current if tracking else None,
+        _handle=handle,
+        _sites=handle.sites(),
+    )
+    samples = []
+    for size, ebytes, ecount, ts, sid in handle.samples():
+        samples.append(
+            AllocationSample(
+                size=size,
+                estimated_bytes=ebytes,
+                estimated_count=ecount,
+                timestamp_ns=ts,
+                stack_id=sid,
+                stack=snap.stack(sid),
+                gc_epoch=_gc_epochs.epoch_at(ts) if tracking else None,
+            )
+        )
+    snap.samples = samples
+    return snap
+
+
+class MemoryProfiler:
+    """Context manager: starts profiling on entry; on exit takes a snapshot (``.snapshot``)
+    and stops.
+
+    Example::
+
+        with memprof.MemoryProfiler(sampling_rate_kb=256) as mp:
+            build_index()
+        mp.snapshot.save("index.pb.gz")
+    """
+
+    def __init__(self, sampling_rate_kb: Optional[int] = None, *, gc_tracking: bool = False):
+        if sampling_rate_kb is not None:
+            _rate_bytes_from_kb(sampling_rate_kb)  # fail early, at construction
+        self._sampling_rate_kb = sampling_rate_kb
+        self._gc_tracking = gc_tracking
+        self._snapshot: Optional[HeapSnapshot] = None
+
+    def __enter__(self) -> "MemoryProfiler":
+        start(self._sampling_rate_kb, gc_tracking=self._gc_tracking)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self._snapshot = get_snapshot()
+        finally:
+            stop()
+
+    @property
+    def snapshot(self) -> Optional[HeapSnapshot]:
+        """The snapshot taken on exit (None before)."""
+        return self._snapshot

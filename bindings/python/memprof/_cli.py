@@ -1,0 +1,248 @@
+# SPDX-License-Identifier: MIT
+"""``python3 -m memprof run``: profiles a Python script (or module) in this interpreter.
+
+It works like ``memprof run`` for native programs, but in-process and without LD_PRELOAD:
+it starts the profiler, runs the script with runpy as ``__main__`` (sys.argv and sys.path[0]
+set as ``python3 script.py args`` would), stops when the script ends (normally, through
+sys.exit() or an exception), writes the profile (pprof by default, to
+``memprof.<script>.<pid>.pb.gz``) and prints a short summary to standard error. The exit
+status is the script's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+import traceback
+from typing import List, Optional, Sequence, Tuple
+
+from . import _api
+
+USAGE = """\
+usage: python3 -m memprof run [-r RATE] [-o FILE] [-f FORMAT] [--gc-tracking] [-q]
+                              (SCRIPT | -m MODULE) [ARGS...]
+
+Runs a Python script (or module) with the heap profiler started, then writes its profile
+and prints a summary of it to standard error.
+
+options:
+  -r, --rate RATE      mean bytes between samples: digits with an optional K, M or G suffix
+                       (KiB, MiB, GiB), 1 to 2^40; default MEMPROF_RATE, else 512K
+  -o, --output FILE    the profile; %p is replaced by the pid; default
+                       memprof.<SCRIPT's name>.<pid>.pb.gz (extension from --format)
+  -f, --format F       pprof, speedscope, collapsed, text or html; default from FILE's
+                       extension, else pprof
+  --gc-tracking        also record garbage collections (for allocations_surviving_gc())
+  -q, --quiet          no summary
+  -m MODULE            run a module as `python3 -m MODULE` would
+  -h, --help           show this help
+"""
+
+_VALUE_OPTIONS = {"-r", "--rate", "-o", "--output", "-f", "--format"}
+_FLAG_OPTIONS = {"-q", "--quiet", "--gc-tracking", "-h", "--help"}
+_SUMMARY_TOP = 5
+
+
+class UsageError(Exception):
+    pass
+
+
+def parse_rate(text: str) -> int:
+    """'65536', '64K', '1M', '2G' -> bytes (1 .. 2^40), as `memprof run -r`."""
+    t = text.strip()
+    mult = 1
+    if t and t[-1] in "kKmMgG":
+        mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[t[-1].lower()]
+        t = t[:-1]
+    if not t.isdigit():
+        raise UsageError(f"invalid rate {text!r}: expected digits with an optional K, M or G")
+    value = int(t) * mult
+    if not 1 <= value <= _api._MAX_RATE_BYTES:
+        raise UsageError(f"invalid rate {text!r}: must be between 1 and 2^40 bytes")
+    return value
+
+
+def _split(argv: Sequence[str]) -> Tuple[List[str], Optional[str], Optional[str], List[str]]:
+    """Options before the target; the script or -m module; the target's arguments."""
+    opts: List[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            i += 1
+            break
+        if a == "-m":
+            if i + 1 >= len(argv):
+                raise UsageError("-m needs a module name")
+            return opts, None, argv[i + 1], list(argv[i + 2 :])
+        if a.startswith("-m") and len(a) > 2 and not a.startswith("--"):
+            return opts, None, a[2:], list(argv[i + 1 :])
+        name = a.split("=", 1)[0]
+        if a in _VALUE_OPTIONS:  # -r 64K, --rate 64K
+            if i + 1 >= len(argv):
+                raise UsageError(f"{a} needs a value")
+            opts += [a, argv[i + 1]]
+            i += 2
+            continue
+        if name in _VALUE_OPTIONS and name.startswith("--"):  # --rate=64K
+            opts.append(a)
+            i += 1
+            continue
+        if a[:2] in ("-r", "-o", "-f") and len(a) > 2:  # -r64K
+            opts += [a[:2], a[2:]]
+            i += 1
+            continue
+        if name in _FLAG_OPTIONS:
+            opts.append(a)
+            i += 1
+            continue
+        if a.startswith("-") and a != "-":
+            raise UsageError(f"unknown option {a}")
+        break
+    if i >= len(argv):
+        raise UsageError("missing the script to run")
+    return opts, argv[i], None, list(argv[i + 1 :])
+
+
+def _format_bytes(n: float) -> str:
+    units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"]
+    u = 0
+    while n >= 1024 and u + 1 < len(units):
+        n /= 1024
+        u += 1
+    return f"{int(n)} B" if u == 0 else f"{n:.1f} {units[u]}"
+
+
+def _format_from_path(path: str) -> Optional[str]:
+    for fmt, exts in _api.EXTENSIONS.items():
+        if path.endswith(exts):
+            return fmt
+    return None
+
+
+def summary(snap: _api.HeapSnapshot, top: int = _SUMMARY_TOP) -> str:
+    """A short text summary of a snapshot (the estimate, health, top sites)."""
+    lines = [
+        f"Estimated live heap: {_format_bytes(snap.estimated_heap_bytes)} (95% interval "
+        f"{_format_bytes(snap.estimated_heap_bytes_low)} to "
+        f"{_format_bytes(snap.estimated_heap_bytes_high)}), ~{snap.estimated_count} "
+        f"allocations, from {snap.live_samples} live samples "
+        f"(sampling rate {snap.sampling_rate_bytes} bytes)"
+    ]
+    if snap.low_confidence:
+        lines.append(
+            "Note: fewer than 100 live samples; treat the estimates as rough (a lower "
+            "sampling rate, -r, gives more precision)."
+        )
+    health = snap.unwind_health
+    if health.recommendation:
+        lines.append(f"Note: {health.recommendation}")
+    sites = snap.top_allocators(top)
+    if sites:
+        lines.append("Top sites by estimated live bytes:")
+        for s in sites:
+            where = f" ({s.file}:{s.line})" if s.file else ""
+            lines.append(
+                f"  {_format_bytes(s.estimated_bytes):>10}  {s.function}{where}  "
+                f"[{s.samples} samples]"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _err(msg: str) -> None:
+    sys.stderr.write(f"memprof: {msg}\n")
+    sys.stderr.flush()
+
+
+def run(argv: Sequence[str]) -> int:
+    opts, script, module, args = _split(argv)
+    p = argparse.ArgumentParser(prog="python3 -m memprof run", add_help=False)
+    p.add_argument("-r", "--rate")
+    p.add_argument("-o", "--output")
+    p.add_argument("-f", "--format")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.add_argument("--gc-tracking", action="store_true")
+    p.add_argument("-h", "--help", action="store_true")
+    ns = p.parse_args(opts)
+    if ns.help:
+        sys.stdout.write(USAGE)
+        return 0
+    rate_text = ns.rate or os.environ.get("MEMPROF_RATE") or "512K"
+    rate = parse_rate(rate_text)
+    fmt = ns.format
+    if fmt is not None and fmt not in _api.FORMATS:
+        raise UsageError(f"unknown format {fmt!r}: expected one of {', '.join(_api.FORMATS)}")
+    if fmt is None:
+        fmt = (_format_from_path(ns.output) if ns.output else None) or "pprof"
+    pid = os.getpid()
+    name = module if module else os.path.basename(script)
+    if name.endswith(".py"):
+        name = name[:-3]
+    output = ns.output or f"memprof.{name}.%p{_api.EXTENSIONS[fmt][0]}"
+    output = output.replace("%p", str(pid))
+
+    if script is not None:
+        if not os.path.exists(script):
+            raise UsageError(f"cannot run {script}: no such file")
+        sys.argv = [script] + args
+        sys.path[0] = os.path.dirname(os.path.abspath(script))
+    else:
+        sys.argv = [module] + args
+        sys.path[0] = os.getcwd()
+
+    _api._start_bytes(rate, gc_tracking=ns.gc_tracking)
+    status = 0
+    try:
+        if script is not None:
+            runpy.run_path(script, run_name="__main__")
+        else:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as e:
+        code = e.code
+        if code is None:
+            status = 0
+        elif isinstance(code, int):
+            status = code
+        else:
+            sys.stderr.write(f"{code}\n")
+            status = 1
+    except BaseException:  # noqa: B902 - report it like the interpreter, then write the profile
+        traceback.print_exc()
+        status = 1
+    finally:
+        if _api.get_stats().state == "active":
+            _api.stop()
+    target = script if script is not None else f"-m {module}"
+    snap = _api.get_snapshot()
+    try:
+        snap.save(output, fmt)
+    except (OSError, NotImplementedError, ValueError) as e:
+        _err(f"cannot write the profile of {target}: {e}")
+        return status or 1
+    if not ns.quiet:
+        _err(f"profile of {target} (pid {pid}) written to {output}")
+        sys.stderr.write(summary(snap))
+        sys.stderr.flush()
+    return status
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        sys.stdout.write(USAGE)
+        return 0 if argv else 2
+    if argv[0] != "run":
+        _err(f"unknown command {argv[0]!r} (expected: run)")
+        sys.stderr.write(USAGE)
+        return 2
+    try:
+        return run(argv[1:])
+    except UsageError as e:
+        _err(str(e))
+        sys.stderr.write("Try 'python3 -m memprof run --help'.\n")
+        return 2
+    except RuntimeError as e:
+        _err(str(e))
+        return 1

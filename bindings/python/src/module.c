@@ -1,0 +1,546 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The extension module `memprof._memprof`: a thin, low-level layer over libmemprof's public
+ * C API (memprof.h, runtime.h) for the Python package `memprof`, which builds the user-facing
+ * API (start/stop/get_snapshot/..., dataclasses) on top of it.
+ *
+ * It provides the engine lifecycle (init, start, stop, shutdown), the statistics as a dict,
+ * the installation of the Python frame source and the PyMem hooks (frames.c, pymem.c), and a
+ * `Snapshot` type that owns a memprof_snapshot handle and reads it through the accessors
+ * (whole-heap estimate, live samples, call sites, resolved stacks, file output).
+ *
+ * Errors: every libmemprof error code becomes a Python exception with the library's message
+ * (memprof_strerror) and the context of the call: RuntimeError for a call in the wrong state
+ * (-EBUSY, -ENOTCONN, -ESHUTDOWN, -EALREADY), NotImplementedError (a RuntimeError) for
+ * -ENOTSUP, ValueError for -EINVAL, MemoryError for -ENOMEM, and OSError with the errno for
+ * everything else (file-system errors when writing).
+ *
+ * The GIL stays held across calls into the library: they are short, the frame source's
+ * resolve callback uses the GIL when it has it, and nothing in the library waits for it.
+ */
+#include "binding.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* ---- errors ------------------------------------------------------------------------------- */
+
+/* Raises the exception for a libmemprof error code: "<what>: <strerror>[ (<hint>)]". */
+static PyObject *raise_rc(int rc, const char *what, const char *hint)
+{
+    int err = rc < 0 ? -rc : rc;
+    const char *msg = memprof_strerror(rc);
+    PyObject *type;
+    switch (err) {
+    case EBUSY:
+    case ENOTCONN:
+    case ESHUTDOWN:
+    case EALREADY:
+        type = PyExc_RuntimeError;
+        break;
+    case ENOTSUP:
+        type = PyExc_NotImplementedError;
+        break;
+    case EINVAL:
+        type = PyExc_ValueError;
+        break;
+    case ENOMEM:
+        type = PyExc_MemoryError;
+        break;
+    default: {
+        PyObject *args = hint ? PyUnicode_FromFormat("%s: %s (%s)", what, msg, hint)
+                              : PyUnicode_FromFormat("%s: %s", what, msg);
+        PyObject *exc = args ? Py_BuildValue("(iO)", err, args) : NULL;
+        if (exc)
+            PyErr_SetObject(PyExc_OSError, exc);
+        Py_XDECREF(exc);
+        Py_XDECREF(args);
+        return NULL;
+    }
+    }
+    if (hint)
+        PyErr_Format(type, "%s: %s (%s)", what, msg, hint);
+    else
+        PyErr_Format(type, "%s: %s", what, msg);
+    return NULL;
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------------- */
+
+PyDoc_STRVAR(install_doc, "install() -> None\n\n"
+                          "Registers the Python frame source and hooks the PyMem domains "
+                          "(once per process; idempotent).");
+
+static PyObject *mp_install(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    int rc = mp_frames_register();
+    if (rc < 0)
+        return raise_rc(rc, "memprof: cannot register the Python frame source", NULL);
+    if (mp_pymem_install() < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(init_doc,
+             "init(rate_bytes) -> bool\n\n"
+             "memprof_init(): True if this call initialised the engine, False if it was "
+             "already initialised (by an earlier call, the preload plugin or C code).");
+
+static PyObject *mp_init(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    unsigned long long rate = PyLong_AsUnsignedLongLong(arg);
+    if (rate == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    int rc = memprof_init((uint64_t)rate);
+    if (rc == -EALREADY)
+        Py_RETURN_FALSE;
+    if (rc == -ESHUTDOWN)
+        return raise_rc(rc, "memprof: cannot start",
+                        "memprof.shutdown() was called; profiling cannot be restarted in this "
+                        "process");
+    if (rc < 0)
+        return raise_rc(rc, "memprof: cannot initialise the profiler", NULL);
+    Py_RETURN_TRUE;
+}
+
+PyDoc_STRVAR(start_doc, "start() -> None\n\nmemprof_start(): INITIALIZED or STOPPED -> ACTIVE.");
+
+static PyObject *mp_start(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    int rc = memprof_start();
+    switch (rc) {
+    case 0:
+        Py_RETURN_NONE;
+    case -EBUSY:
+        return raise_rc(rc, "memprof.start()",
+                        "profiling is already active: started earlier, by the LD_PRELOAD "
+                        "plugin, or by another user of libmemprof in this process");
+    case -ESHUTDOWN:
+        return raise_rc(rc, "memprof.start()",
+                        "memprof.shutdown() was called; profiling cannot be restarted in this "
+                        "process");
+    case -ENOTSUP:
+        return raise_rc(rc, "memprof.start()",
+                        "no allocator interposition backend is available in this process");
+    default:
+        return raise_rc(rc, "memprof.start()", NULL);
+    }
+}
+
+PyDoc_STRVAR(stop_doc, "stop() -> None\n\nmemprof_stop(): ACTIVE -> STOPPED (frees stay tracked).");
+
+static PyObject *mp_stop(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    int rc = memprof_stop();
+    switch (rc) {
+    case 0:
+        Py_RETURN_NONE;
+    case -EBUSY:
+        return raise_rc(rc, "memprof.stop()", "profiling is not running");
+    case -ENOTCONN:
+        return raise_rc(rc, "memprof.stop()", "profiling was never started");
+    case -ESHUTDOWN:
+        return raise_rc(rc, "memprof.stop()", "memprof.shutdown() was called");
+    default:
+        return raise_rc(rc, "memprof.stop()", NULL);
+    }
+}
+
+PyDoc_STRVAR(shutdown_doc, "shutdown() -> None\n\nmemprof_shutdown(): one-way.");
+
+static PyObject *mp_shutdown(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    memprof_shutdown();
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(strerror_doc, "strerror(code) -> str\n\nmemprof_strerror().");
+
+static PyObject *mp_strerror(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    int overflow = 0;
+    long code = PyLong_AsLongAndOverflow(arg, &overflow);
+    if (code == -1 && PyErr_Occurred())
+        return NULL;
+    if (overflow || code < INT32_MIN || code > INT32_MAX)
+        code = INT32_MIN;
+    return PyUnicode_FromString(memprof_strerror((int)code));
+}
+
+/* ---- statistics --------------------------------------------------------------------------- */
+
+static int set_u64(PyObject *d, const char *key, uint64_t v)
+{
+    PyObject *o = PyLong_FromUnsignedLongLong(v);
+    int rc = o ? PyDict_SetItemString(d, key, o) : -1;
+    Py_XDECREF(o);
+    return rc;
+}
+
+static int set_str(PyObject *d, const char *key, const char *v)
+{
+    PyObject *o = PyUnicode_FromString(v);
+    int rc = o ? PyDict_SetItemString(d, key, o) : -1;
+    Py_XDECREF(o);
+    return rc;
+}
+
+PyDoc_STRVAR(stats_doc, "stats() -> dict\n\nmemprof_get_stats() as a dict, plus the binding's "
+                        "own counters (python_*, pymem_*).");
+
+static PyObject *mp_stats(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    memprof_stats s;
+    memset(&s, 0, sizeof s);
+    s.size = sizeof s;
+    int rc = memprof_get_stats(&s);
+    if (rc < 0)
+        return raise_rc(rc, "memprof.get_stats()", NULL);
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+#define U(field) set_u64(d, #field, s.field)
+    if (U(state) || U(sampling_rate) || U(total_samples) || U(live_samples) ||
+        U(freed_samples) || U(unique_stacks) || U(estimated_live_bytes) ||
+        U(heap_map_capacity) || U(heap_map_used) || U(heap_map_full_drops) ||
+        U(stack_table_capacity) || U(stack_table_overflows) || U(bloom_rebuilds) ||
+        U(bloom_fill_permille) || U(death_during_birth) || U(tombstones_reused) ||
+        U(reentrant_skips) || U(truncated_stacks) || U(profiler_bytes) || U(unwinder) ||
+        U(stack_depth_min) || U(stack_depth_total) || U(shallow_stacks) ||
+        U(unwind_confidence_permille) || U(resolved_addresses) || U(unresolved_addresses) ||
+        set_u64(d, "python_frames_interned", mp_frames_interned()) ||
+        set_u64(d, "python_eval_frames_replaced", mp_frames_eval_matches()) ||
+        set_u64(d, "pymem_samples", mp_pymem_sampled()) ||
+        set_str(d, "pymem_obj_mode", mp_pymem_mode_name(mp_pymem_mode(PYMEM_DOMAIN_OBJ))) ||
+        set_str(d, "pymem_mem_mode", mp_pymem_mode_name(mp_pymem_mode(PYMEM_DOMAIN_MEM))) ||
+        set_u64(d, "pymem_hooks_outermost", (uint64_t)mp_pymem_outermost())) {
+        Py_DECREF(d);
+        return NULL;
+    }
+#undef U
+    return d;
+}
+
+/* ---- Snapshot ----------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    memprof_snapshot *snap;
+} SnapshotObject;
+
+static void snapshot_dealloc(SnapshotObject *self)
+{
+    memprof_free_snapshot(self->snap);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+PyDoc_STRVAR(estimate_doc, "estimate() -> dict\n\nmemprof_snapshot_estimate().");
+
+static PyObject *snapshot_estimate(SnapshotObject *self, PyObject *unused)
+{
+    (void)unused;
+    memprof_estimate e;
+    memset(&e, 0, sizeof e);
+    e.size = sizeof e;
+    int rc = memprof_snapshot_estimate(self->snap, &e);
+    if (rc < 0)
+        return raise_rc(rc, "memprof: reading the snapshot's estimate", NULL);
+    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsO}", "live_samples",
+                         (unsigned long long)e.live_samples, "bytes",
+                         (unsigned long long)e.bytes, "bytes_low",
+                         (unsigned long long)e.bytes_low, "bytes_high",
+                         (unsigned long long)e.bytes_high, "count", (unsigned long long)e.count,
+                         "count_low", (unsigned long long)e.count_low, "count_high",
+                         (unsigned long long)e.count_high, "sampling_rate",
+                         (unsigned long long)e.sampling_rate, "timestamp_ns",
+                         (unsigned long long)e.timestamp_ns, "low_confidence",
+                         e.low_confidence ? Py_True : Py_False);
+}
+
+PyDoc_STRVAR(samples_doc,
+             "samples() -> list of (bytes, estimated_bytes, estimated_count, timestamp_ns, "
+             "stack_id)\n\nEvery live sample (memprof_snapshot_sample()).");
+
+static PyObject *snapshot_samples(SnapshotObject *self, PyObject *unused)
+{
+    (void)unused;
+    size_t n = memprof_snapshot_live_samples(self->snap);
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    if (!list)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        memprof_sample_info si;
+        memset(&si, 0, sizeof si);
+        si.size = sizeof si;
+        int rc = memprof_snapshot_sample(self->snap, i, &si);
+        if (rc < 0) {
+            Py_DECREF(list);
+            return raise_rc(rc, "memprof: reading a snapshot sample", NULL);
+        }
+        PyObject *t = Py_BuildValue("(KKdKI)", (unsigned long long)si.bytes,
+                                    (unsigned long long)si.estimated_bytes, si.estimated_count,
+                                    (unsigned long long)si.timestamp_ns, (unsigned)si.stack_id);
+        if (!t) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    return list;
+}
+
+PyDoc_STRVAR(sites_doc,
+             "sites() -> list of (stack_id, live_samples, live_bytes, live_bytes_low, "
+             "live_bytes_high, live_count, alloc_samples, alloc_bytes, alloc_count)\n\n"
+             "Every call site, largest live bytes first (memprof_snapshot_site()).");
+
+static PyObject *snapshot_sites(SnapshotObject *self, PyObject *unused)
+{
+    (void)unused;
+    size_t n = memprof_snapshot_site_count(self->snap);
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    if (!list)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        memprof_site_info si;
+        memset(&si, 0, sizeof si);
+        si.size = sizeof si;
+        int rc = memprof_snapshot_site(self->snap, i, &si);
+        if (rc < 0) {
+            Py_DECREF(list);
+            return raise_rc(rc, "memprof: reading a snapshot site", NULL);
+        }
+        PyObject *t = Py_BuildValue(
+            "(IKKKKKKKK)", (unsigned)si.stack_id, (unsigned long long)si.live_samples,
+            (unsigned long long)si.live_bytes, (unsigned long long)si.live_bytes_low,
+            (unsigned long long)si.live_bytes_high, (unsigned long long)si.live_count,
+            (unsigned long long)si.alloc_samples, (unsigned long long)si.alloc_bytes,
+            (unsigned long long)si.alloc_count);
+        if (!t) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    return list;
+}
+
+/* A C string as a str (NULL -> None); file names may hold undecodable bytes. */
+static PyObject *str_or_none(const char *s)
+{
+    if (!s)
+        Py_RETURN_NONE;
+    return PyUnicode_DecodeFSDefault(s);
+}
+
+PyDoc_STRVAR(stack_doc,
+             "stack(stack_id) -> tuple of (function, file, line, flags, module, address, "
+             "load_bias)\n\n"
+             "A resolved stack, leaf first (memprof_snapshot_frame()).");
+
+static PyObject *snapshot_stack(SnapshotObject *self, PyObject *arg)
+{
+    unsigned long id = PyLong_AsUnsignedLong(arg);
+    if (id == (unsigned long)-1 && PyErr_Occurred())
+        return NULL;
+    if (id > UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "memprof: stack id out of range");
+        return NULL;
+    }
+    int depth = memprof_snapshot_stack_depth(self->snap, (uint32_t)id);
+    if (depth < 0)
+        return raise_rc(depth, "memprof: resolving a stack", NULL);
+    PyObject *t = PyTuple_New(depth);
+    if (!t)
+        return NULL;
+    for (int i = 0; i < depth; i++) {
+        memprof_frame f;
+        memset(&f, 0, sizeof f);
+        f.size = sizeof f;
+        int rc = memprof_snapshot_frame(self->snap, (uint32_t)id, (size_t)i, &f);
+        if (rc < 0) {
+            Py_DECREF(t);
+            return raise_rc(rc, "memprof: reading a stack frame", NULL);
+        }
+        PyObject *fn = str_or_none(f.function), *file = str_or_none(f.file),
+                 *module = str_or_none(f.module);
+        PyObject *frame = fn && file && module
+                              ? Py_BuildValue("(OOIIOKK)", fn, file, (unsigned)f.line,
+                                              (unsigned)f.flags, module,
+                                              (unsigned long long)f.address,
+                                              (unsigned long long)f.load_bias)
+                              : NULL;
+        Py_XDECREF(fn);
+        Py_XDECREF(file);
+        Py_XDECREF(module);
+        if (!frame) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, frame);
+    }
+    return t;
+}
+
+PyDoc_STRVAR(write_doc, "write(path, format) -> None\n\nmemprof_snapshot_write(); format is a "
+                        "FORMAT_* constant (FORMAT_AUTO picks one from the extension).");
+
+static PyObject *snapshot_write(SnapshotObject *self, PyObject *args)
+{
+    PyObject *path = NULL;
+    int format = 0;
+    if (!PyArg_ParseTuple(args, "O&i:write", PyUnicode_FSConverter, &path, &format))
+        return NULL;
+    const char *p = PyBytes_AS_STRING(path);
+    int rc = memprof_snapshot_write(self->snap, p, (memprof_format)format);
+    if (rc < 0) {
+        int err = -rc;
+        if (err == ENOTSUP) {
+            PyErr_Format(PyExc_NotImplementedError,
+                         "memprof: cannot write %s: %s (this build of libmemprof has no writer "
+                         "for that format yet)",
+                         p, memprof_strerror(rc));
+        } else if (err == EINVAL) {
+            PyErr_Format(PyExc_ValueError, "memprof: cannot write %s: %s", p,
+                         memprof_strerror(rc));
+        } else if (err == ENOMEM) {
+            PyErr_NoMemory();
+        } else {
+            PyObject *a = Py_BuildValue("(isO)", err, memprof_strerror(rc), path);
+            if (a) {
+                PyErr_SetObject(PyExc_OSError, a);
+                Py_DECREF(a);
+            }
+        }
+        Py_DECREF(path);
+        return NULL;
+    }
+    Py_DECREF(path);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef snapshot_methods[] = {
+    {"estimate", (PyCFunction)snapshot_estimate, METH_NOARGS, estimate_doc},
+    {"samples", (PyCFunction)snapshot_samples, METH_NOARGS, samples_doc},
+    {"sites", (PyCFunction)snapshot_sites, METH_NOARGS, sites_doc},
+    {"stack", (PyCFunction)snapshot_stack, METH_O, stack_doc},
+    {"write", (PyCFunction)snapshot_write, METH_VARARGS, write_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SnapshotType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "memprof._memprof.Snapshot",
+    .tp_basicsize = sizeof(SnapshotObject),
+    .tp_dealloc = (destructor)snapshot_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An immutable libmemprof snapshot (memprof_snapshot); freed with the object.",
+    .tp_methods = snapshot_methods,
+};
+
+PyDoc_STRVAR(snapshot_doc, "snapshot() -> Snapshot\n\nmemprof_get_snapshot().");
+
+static PyObject *mp_snapshot(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    memprof_snapshot *snap = NULL;
+    int rc = memprof_get_snapshot(&snap);
+    switch (rc) {
+    case 0:
+        break;
+    case -ENOTCONN:
+        return raise_rc(rc, "memprof.get_snapshot()",
+                        "profiling was never started: call memprof.start() first");
+    case -ESHUTDOWN:
+        return raise_rc(rc, "memprof.get_snapshot()", "memprof.shutdown() was called");
+    default:
+        return raise_rc(rc, "memprof.get_snapshot()", NULL);
+    }
+    SnapshotObject *o = PyObject_New(SnapshotObject, &SnapshotType);
+    if (!o) {
+        memprof_free_snapshot(snap);
+        return NULL;
+    }
+    o->snap = snap;
+    return (PyObject *)o;
+}
+
+/* ---- the module --------------------------------------------------------------------------- */
+
+static PyMethodDef module_methods[] = {
+    {"install", mp_install, METH_NOARGS, install_doc},
+    {"init", mp_init, METH_O, init_doc},
+    {"start", mp_start, METH_NOARGS, start_doc},
+    {"stop", mp_stop, METH_NOARGS, stop_doc},
+    {"shutdown", mp_shutdown, METH_NOARGS, shutdown_doc},
+    {"strerror", mp_strerror, METH_O, strerror_doc},
+    {"stats", mp_stats, METH_NOARGS, stats_doc},
+    {"snapshot", mp_snapshot, METH_NOARGS, snapshot_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "memprof._memprof",
+    .m_doc = "Low-level binding of libmemprof; use the memprof package instead.",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC PyInit__memprof(void);
+
+PyMODINIT_FUNC PyInit__memprof(void)
+{
+    if (PyType_Ready(&SnapshotType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m)
+        return NULL;
+    Py_INCREF(&SnapshotType);
+    if (PyModule_AddObject(m, "Snapshot", (PyObject *)&SnapshotType) < 0) {
+        Py_DECREF(&SnapshotType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    struct {
+        const char *name;
+        long value;
+    } constants[] = {
+        {"DEFAULT_SAMPLING_RATE", MEMPROF_DEFAULT_SAMPLING_RATE},
+        {"FORMAT_AUTO", MEMPROF_FORMAT_AUTO},
+        {"FORMAT_PPROF", MEMPROF_FORMAT_PPROF},
+        {"FORMAT_SPEEDSCOPE", MEMPROF_FORMAT_SPEEDSCOPE},
+        {"FORMAT_COLLAPSED", MEMPROF_FORMAT_COLLAPSED},
+        {"FORMAT_TEXT", MEMPROF_FORMAT_TEXT},
+        {"FORMAT_HTML", MEMPROF_FORMAT_HTML},
+        {"FRAME_INLINED", MEMPROF_FRAME_INLINED},
+        {"FRAME_RUNTIME", MEMPROF_FRAME_RUNTIME},
+        {"FRAME_UNRESOLVED", MEMPROF_FRAME_UNRESOLVED},
+        {"FRAME_TRUNCATED", MEMPROF_FRAME_TRUNCATED},
+        {"STATE_UNINITIALIZED", MEMPROF_STATE_UNINITIALIZED},
+        {"STATE_INITIALIZED", MEMPROF_STATE_INITIALIZED},
+        {"STATE_ACTIVE", MEMPROF_STATE_ACTIVE},
+        {"STATE_STOPPED", MEMPROF_STATE_STOPPED},
+        {"STATE_SHUTDOWN", MEMPROF_STATE_SHUTDOWN},
+        {"UNWIND_FP", MEMPROF_UNWIND_FP},
+        {"UNWIND_DWARF", MEMPROF_UNWIND_DWARF},
+        {"MAX_RATE_BYTES", 1l << 40},
+    };
+    for (size_t i = 0; i < sizeof constants / sizeof *constants; i++) {
+        if (PyModule_AddIntConstant(m, constants[i].name, (long)constants[i].value) < 0) {
+            Py_DECREF(m);
+            return NULL;
+        }
+    }
+    if (PyModule_AddStringConstant(m, "LIBRARY_VERSION", memprof_version_string()) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
