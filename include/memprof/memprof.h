@@ -114,22 +114,22 @@ typedef enum memprof_unwinder {
  * for the rest.
  */
 typedef struct memprof_config {
-    size_t size;            /**< Set to sizeof(memprof_config) (memprof_config_init() does). */
-    uint64_t sampling_rate; /**< Mean bytes between samples; 0 = default (512 KiB). 1 samples
-                                 every allocation. At most 2^40. */
+    size_t size;                /**< Set to sizeof(memprof_config) (memprof_config_init() does). */
+    uint64_t sampling_rate;     /**< Mean bytes between samples; 0 = default (512 KiB). 1 samples
+                                     every allocation. At most 2^40. */
     uint64_t heap_map_capacity; /**< Maximum live samples tracked; 0 = default (1,048,576).
                                      Rounded up to a power of two, at least 4096. */
-    uint64_t max_stacks;  /**< Maximum distinct call stacks; 0 = default (1,048,576). Stacks
-                               beyond it are counted under one "overflow" stack. */
-    uint32_t max_frames;  /**< Frames captured per stack; 0 = default (64), at most 256. */
-    uint32_t flags;       /**< Reserved, must be 0. */
-    uint64_t seed;        /**< PRNG seed for reproducible sampling; 0 = random per thread
-                               (getrandom() mixed with thread and process identity). */
-    memprof_log_fn log_fn; /**< Log callback; NULL = silent (the default). */
-    void *log_ctx;         /**< Passed to log_fn. */
-    uint32_t unwinder;     /**< A memprof_unwinder; 0 = MEMPROF_UNWIND_DEFAULT (DWARF when
-                                built with libunwind, else frame pointers). */
-    uint32_t reserved0;    /**< Must be 0. */
+    uint64_t max_stacks;        /**< Maximum distinct call stacks; 0 = default (1,048,576). Stacks
+                                     beyond it are counted under one "overflow" stack. */
+    uint32_t max_frames;        /**< Frames captured per stack; 0 = default (64), at most 256. */
+    uint32_t flags;             /**< Reserved, must be 0. */
+    uint64_t seed;              /**< PRNG seed for reproducible sampling; 0 = random per thread
+                                     (getrandom() mixed with thread and process identity). */
+    memprof_log_fn log_fn;      /**< Log callback; NULL = silent (the default). */
+    void *log_ctx;              /**< Passed to log_fn. */
+    uint32_t unwinder;          /**< A memprof_unwinder; 0 = MEMPROF_UNWIND_DEFAULT (DWARF when
+                                     built with libunwind, else frame pointers). */
+    uint32_t reserved0;         /**< Must be 0. */
 } memprof_config;
 
 /**
@@ -167,7 +167,6 @@ MEMPROF_API int memprof_init(uint64_t sampling_rate);
  * Thread-safe as memprof_init(). @since 1.0
  */
 MEMPROF_API int memprof_init_config(const memprof_config *cfg);
-
 
 /**
  * @brief **memprof_start()** starts sampling allocations (INITIALIZED or STOPPED → ACTIVE).
@@ -246,18 +245,18 @@ MEMPROF_API uint64_t memprof_snapshot_estimated_bytes(const memprof_snapshot *sn
 
 /** @brief The whole-heap estimate of a snapshot, with its uncertainty. */
 typedef struct memprof_estimate {
-    size_t size;              /**< Set to sizeof(memprof_estimate) before the call. */
-    uint64_t live_samples;    /**< Live samples the estimate is built from. */
-    uint64_t bytes;           /**< Estimated live bytes (as memprof_snapshot_estimated_bytes()). */
-    uint64_t bytes_low;       /**< Lower end of the 95 % confidence interval of `bytes`. */
-    uint64_t bytes_high;      /**< Upper end of the 95 % confidence interval of `bytes`. */
-    uint64_t count;           /**< Estimated number of live allocations. */
-    uint64_t count_low;       /**< Lower end of the 95 % interval of `count`. */
-    uint64_t count_high;      /**< Upper end of the 95 % interval of `count`. */
-    uint64_t sampling_rate;   /**< Mean bytes between samples, as configured. */
-    uint64_t timestamp_ns;    /**< CLOCK_MONOTONIC time the snapshot was taken. */
-    uint32_t low_confidence;  /**< 1 if fewer than 100 live samples: treat as a rough guide. */
-    uint32_t reserved;        /**< Zero. */
+    size_t size;             /**< Set to sizeof(memprof_estimate) before the call. */
+    uint64_t live_samples;   /**< Live samples the estimate is built from. */
+    uint64_t bytes;          /**< Estimated live bytes (as memprof_snapshot_estimated_bytes()). */
+    uint64_t bytes_low;      /**< Lower end of the 95 % confidence interval of `bytes`. */
+    uint64_t bytes_high;     /**< Upper end of the 95 % confidence interval of `bytes`. */
+    uint64_t count;          /**< Estimated number of live allocations. */
+    uint64_t count_low;      /**< Lower end of the 95 % interval of `count`. */
+    uint64_t count_high;     /**< Upper end of the 95 % interval of `count`. */
+    uint64_t sampling_rate;  /**< Mean bytes between samples, as configured. */
+    uint64_t timestamp_ns;   /**< CLOCK_MONOTONIC time the snapshot was taken. */
+    uint32_t low_confidence; /**< 1 if fewer than 100 live samples: treat as a rough guide. */
+    uint32_t reserved;       /**< Zero. */
 } memprof_estimate;
 
 /**
@@ -296,18 +295,18 @@ MEMPROF_API int memprof_snapshot_sample(const memprof_snapshot *snapshot, size_t
 
 /** @brief A call site: one distinct stack and what it holds and has allocated. */
 typedef struct memprof_site_info {
-    size_t size;               /**< Set to sizeof(memprof_site_info) before the call. */
-    uint32_t stack_id;         /**< The site's stack (memprof_snapshot_stack_depth()). */
-    uint32_t reserved;         /**< Zero. */
-    uint64_t live_samples;     /**< Live samples from this stack. */
-    uint64_t live_bytes;       /**< Estimated live bytes. */
-    uint64_t live_bytes_low;   /**< Lower end of the 95 % interval of live_bytes. */
-    uint64_t live_bytes_high;  /**< Upper end of the 95 % interval of live_bytes. */
-    uint64_t live_count;       /**< Estimated live allocations. */
-    uint64_t alloc_samples;    /**< Samples ever taken from this stack (live or freed). */
-    uint64_t alloc_bytes;      /**< Estimated bytes ever allocated from this stack while
-                                    sampling was active. */
-    uint64_t alloc_count;      /**< Estimated allocations ever made from this stack. */
+    size_t size;              /**< Set to sizeof(memprof_site_info) before the call. */
+    uint32_t stack_id;        /**< The site's stack (memprof_snapshot_stack_depth()). */
+    uint32_t reserved;        /**< Zero. */
+    uint64_t live_samples;    /**< Live samples from this stack. */
+    uint64_t live_bytes;      /**< Estimated live bytes. */
+    uint64_t live_bytes_low;  /**< Lower end of the 95 % interval of live_bytes. */
+    uint64_t live_bytes_high; /**< Upper end of the 95 % interval of live_bytes. */
+    uint64_t live_count;      /**< Estimated live allocations. */
+    uint64_t alloc_samples;   /**< Samples ever taken from this stack (live or freed). */
+    uint64_t alloc_bytes;     /**< Estimated bytes ever allocated from this stack while
+                                   sampling was active. */
+    uint64_t alloc_count;     /**< Estimated allocations ever made from this stack. */
 } memprof_site_info;
 
 /**
@@ -340,16 +339,16 @@ MEMPROF_API int memprof_snapshot_site(const memprof_snapshot *snapshot, size_t i
 
 /** @brief One resolved frame of a stack (memprof_snapshot_frame()). */
 typedef struct memprof_frame {
-    size_t size;             /**< Set to sizeof(memprof_frame) before the call. */
-    const char *function;    /**< Function name (C++ demangled); NULL if unknown. */
-    const char *file;        /**< Source file; NULL if unknown. */
-    uint32_t line;           /**< Source line; 0 if unknown. */
-    uint32_t flags;          /**< MEMPROF_FRAME_* bits. */
-    const char *module;      /**< Path of the loaded object; NULL for runtime frames. */
-    uint64_t address;        /**< The return address (0 for runtime frames). */
-    uint64_t load_bias;      /**< The module's load bias: address - load_bias is the address
-                                  in the module's ELF file, for offline symbolization. */
-    const char *build_id;    /**< The module's GNU build id in hex, or NULL. */
+    size_t size;          /**< Set to sizeof(memprof_frame) before the call. */
+    const char *function; /**< Function name (C++ demangled); NULL if unknown. */
+    const char *file;     /**< Source file; NULL if unknown. */
+    uint32_t line;        /**< Source line; 0 if unknown. */
+    uint32_t flags;       /**< MEMPROF_FRAME_* bits. */
+    const char *module;   /**< Path of the loaded object; NULL for runtime frames. */
+    uint64_t address;     /**< The return address (0 for runtime frames). */
+    uint64_t load_bias;   /**< The module's load bias: address - load_bias is the address
+                               in the module's ELF file, for offline symbolization. */
+    const char *build_id; /**< The module's GNU build id in hex, or NULL. */
 } memprof_frame;
 
 /**
@@ -364,8 +363,7 @@ typedef struct memprof_frame {
  * @return the number of frames (>= 0), `-EINVAL` for NULL or an unknown id, `-ENOMEM`.
  *         Thread-safe. Not async-signal-safe; not callable from an allocation hook. @since 1.0
  */
-MEMPROF_API int memprof_snapshot_stack_depth(const memprof_snapshot *snapshot,
-                                             uint32_t stack_id);
+MEMPROF_API int memprof_snapshot_stack_depth(const memprof_snapshot *snapshot, uint32_t stack_id);
 
 /**
  * @brief **memprof_snapshot_frame()** reads one resolved frame of a stack.
@@ -385,9 +383,9 @@ typedef enum memprof_format {
     MEMPROF_FORMAT_AUTO = 0,       /**< Chosen from the file name's extension (text if none). */
     MEMPROF_FORMAT_PPROF = 1,      /**< pprof profile.proto, gzip-compressed (`.pb.gz`). */
     MEMPROF_FORMAT_SPEEDSCOPE = 2, /**< speedscope JSON (`.json`). */
-    MEMPROF_FORMAT_COLLAPSED = 3,  /**< Collapsed stacks, `a;b;c bytes` (`.folded`, `.collapsed`). */
-    MEMPROF_FORMAT_TEXT = 4,       /**< Human-readable summary of the top sites (`.txt`). */
-    MEMPROF_FORMAT_HTML = 5        /**< Self-contained HTML flame graph (`.html`). */
+    MEMPROF_FORMAT_COLLAPSED = 3, /**< Collapsed stacks, `a;b;c bytes` (`.folded`, `.collapsed`). */
+    MEMPROF_FORMAT_TEXT = 4,      /**< Human-readable summary of the top sites (`.txt`). */
+    MEMPROF_FORMAT_HTML = 5       /**< Self-contained HTML flame graph (`.html`). */
 } memprof_format;
 
 /**
@@ -422,44 +420,44 @@ typedef enum memprof_state {
  * Fields are only appended. Counters are cumulative since memprof_init() unless noted.
  */
 typedef struct memprof_stats {
-    size_t size;                  /**< Set to sizeof(memprof_stats) before the call. */
-    uint32_t state;               /**< A memprof_state. */
-    uint32_t reserved;            /**< Zero. */
-    uint64_t sampling_rate;       /**< Mean bytes between samples. */
-    uint64_t total_samples;       /**< Allocations sampled (including dropped ones). */
-    uint64_t live_samples;        /**< Samples currently live in the heap map. */
-    uint64_t freed_samples;       /**< Sampled allocations later freed. */
-    uint64_t unique_stacks;       /**< Distinct call stacks interned. */
-    uint64_t estimated_live_bytes; /**< Estimated live heap bytes (unbiased weights). */
-    uint64_t heap_map_capacity;   /**< Maximum live samples the heap map can hold. */
-    uint64_t heap_map_used;       /**< Heap-map slots in use (live, reserved or tombstone). */
-    uint64_t heap_map_full_drops; /**< Samples dropped because the heap map was full. */
-    uint64_t stack_table_capacity; /**< Maximum distinct stacks. */
+    size_t size;                    /**< Set to sizeof(memprof_stats) before the call. */
+    uint32_t state;                 /**< A memprof_state. */
+    uint32_t reserved;              /**< Zero. */
+    uint64_t sampling_rate;         /**< Mean bytes between samples. */
+    uint64_t total_samples;         /**< Allocations sampled (including dropped ones). */
+    uint64_t live_samples;          /**< Samples currently live in the heap map. */
+    uint64_t freed_samples;         /**< Sampled allocations later freed. */
+    uint64_t unique_stacks;         /**< Distinct call stacks interned. */
+    uint64_t estimated_live_bytes;  /**< Estimated live heap bytes (unbiased weights). */
+    uint64_t heap_map_capacity;     /**< Maximum live samples the heap map can hold. */
+    uint64_t heap_map_used;         /**< Heap-map slots in use (live, reserved or tombstone). */
+    uint64_t heap_map_full_drops;   /**< Samples dropped because the heap map was full. */
+    uint64_t stack_table_capacity;  /**< Maximum distinct stacks. */
     uint64_t stack_table_overflows; /**< Samples attributed to the overflow stack. */
-    uint64_t bloom_rebuilds;      /**< Rebuilds of the free-path Bloom filter. */
-    uint64_t bloom_fill_permille; /**< Bits set in the current Bloom filter, per mille. */
-    uint64_t death_during_birth;  /**< Samples freed before their insertion completed. */
-    uint64_t tombstones_reused;   /**< Heap-map tombstones reused by inserts. */
-    uint64_t reentrant_skips;     /**< Allocations not sampled because the profiler itself
-                                       was running on that thread. */
-    uint64_t truncated_stacks;    /**< Samples whose stack hit the maximum depth or could not
-                                       be walked further. */
-    uint64_t profiler_bytes;      /**< Bytes the engine has mapped for its tables (address
-                                       space reserved and touched lazily). */
-    uint32_t unwinder;            /**< The memprof_unwinder in use (FP or DWARF). */
-    uint32_t stack_depth_min;     /**< Fewest native frames in any sample (0 if none yet). */
-    uint64_t stack_depth_total;   /**< Native frames over all samples; divide by
-                                       total_samples for the average depth. */
-    uint64_t shallow_stacks;      /**< Samples with fewer than 4 native frames: usually an
-                                       unwinder stopped by code without frame pointers. */
+    uint64_t bloom_rebuilds;        /**< Rebuilds of the free-path Bloom filter. */
+    uint64_t bloom_fill_permille;   /**< Bits set in the current Bloom filter, per mille. */
+    uint64_t death_during_birth;    /**< Samples freed before their insertion completed. */
+    uint64_t tombstones_reused;     /**< Heap-map tombstones reused by inserts. */
+    uint64_t reentrant_skips;       /**< Allocations not sampled because the profiler itself
+                                         was running on that thread. */
+    uint64_t truncated_stacks;      /**< Samples whose stack hit the maximum depth or could not
+                                         be walked further. */
+    uint64_t profiler_bytes;        /**< Bytes the engine has mapped for its tables (address
+                                         space reserved and touched lazily). */
+    uint32_t unwinder;              /**< The memprof_unwinder in use (FP or DWARF). */
+    uint32_t stack_depth_min;       /**< Fewest native frames in any sample (0 if none yet). */
+    uint64_t stack_depth_total;     /**< Native frames over all samples; divide by
+                                         total_samples for the average depth. */
+    uint64_t shallow_stacks;        /**< Samples with fewer than 4 native frames: usually an
+                                         unwinder stopped by code without frame pointers. */
     uint64_t unwind_confidence_permille; /**< 1000 x the share of samples that are neither
                                        shallow nor truncated: below ~900, stacks are
                                        unreliable (try MEMPROF_UNWIND=dwarf). */
-    uint64_t resolved_addresses;  /**< Distinct code addresses symbolized so far. */
-    uint64_t unresolved_addresses; /**< Of those, addresses with no symbol at all (stripped,
-                                       JIT or unknown code); shown as module+0xoffset. */
-    uint64_t write_failures;      /**< memprof_snapshot_write() calls that failed (including
-                                       the preload plugin's profile dumps). */
+    uint64_t resolved_addresses;         /**< Distinct code addresses symbolized so far. */
+    uint64_t unresolved_addresses;       /**< Of those, addresses with no symbol at all (stripped,
+                                             JIT or unknown code); shown as module+0xoffset. */
+    uint64_t write_failures;             /**< memprof_snapshot_write() calls that failed (including
+                                              the preload plugin's profile dumps). */
 } memprof_stats;
 
 /**

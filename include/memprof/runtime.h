@@ -77,12 +77,12 @@ typedef int (*memprof_is_eval_frame_fn)(void *ctx, const char *function, const c
 
 /** @brief A frame source: the callbacks a runtime registers. */
 typedef struct memprof_frame_source {
-    size_t size;                  /**< Set to sizeof(memprof_frame_source). */
-    const char *name;             /**< Short name, e.g. "python"; copied. */
-    memprof_capture_fn capture;   /**< Required. */
-    memprof_resolve_fn resolve;   /**< Required. */
+    size_t size;                            /**< Set to sizeof(memprof_frame_source). */
+    const char *name;                       /**< Short name, e.g. "python"; copied. */
+    memprof_capture_fn capture;             /**< Required. */
+    memprof_resolve_fn resolve;             /**< Required. */
     memprof_is_eval_frame_fn is_eval_frame; /**< Required. */
-    void *ctx;                    /**< Passed to every callback. */
+    void *ctx;                              /**< Passed to every callback. */
 } memprof_frame_source;
 
 /** @brief Most frame sources registered at once. */

@@ -9,23 +9,23 @@
 
 #include <stdatomic.h>
 
-#define memprof_atomic_load_relaxed(p) atomic_load_explicit((p), memory_order_relaxed)
-#define memprof_atomic_load_acquire(p) atomic_load_explicit((p), memory_order_acquire)
-#define memprof_atomic_load_seqcst(p)  atomic_load_explicit((p), memory_order_seq_cst)
+#define memprof_atomic_load_relaxed(p)     atomic_load_explicit((p), memory_order_relaxed)
+#define memprof_atomic_load_acquire(p)     atomic_load_explicit((p), memory_order_acquire)
+#define memprof_atomic_load_seqcst(p)      atomic_load_explicit((p), memory_order_seq_cst)
 #define memprof_atomic_store_relaxed(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
 #define memprof_atomic_store_release(p, v) atomic_store_explicit((p), (v), memory_order_release)
 #define memprof_atomic_store_seqcst(p, v)  atomic_store_explicit((p), (v), memory_order_seq_cst)
-#define memprof_atomic_add_relaxed(p, v) atomic_fetch_add_explicit((p), (v), memory_order_relaxed)
-#define memprof_atomic_sub_relaxed(p, v) atomic_fetch_sub_explicit((p), (v), memory_order_relaxed)
-#define memprof_atomic_or_relaxed(p, v)  atomic_fetch_or_explicit((p), (v), memory_order_relaxed)
-#define memprof_atomic_exchange_acqrel(p, v) \
+#define memprof_atomic_add_relaxed(p, v)   atomic_fetch_add_explicit((p), (v), memory_order_relaxed)
+#define memprof_atomic_sub_relaxed(p, v)   atomic_fetch_sub_explicit((p), (v), memory_order_relaxed)
+#define memprof_atomic_or_relaxed(p, v)    atomic_fetch_or_explicit((p), (v), memory_order_relaxed)
+#define memprof_atomic_exchange_acqrel(p, v)                                                       \
     atomic_exchange_explicit((p), (v), memory_order_acq_rel)
 /* Strong CAS: *expected is updated with the current value on failure. */
-#define memprof_atomic_cas_acqrel(p, expected, desired)                                       \
-    atomic_compare_exchange_strong_explicit((p), (expected), (desired), memory_order_acq_rel, \
+#define memprof_atomic_cas_acqrel(p, expected, desired)                                            \
+    atomic_compare_exchange_strong_explicit((p), (expected), (desired), memory_order_acq_rel,      \
                                             memory_order_acquire)
-#define memprof_atomic_cas_seqcst(p, expected, desired)                                        \
-    atomic_compare_exchange_strong_explicit((p), (expected), (desired), memory_order_seq_cst, \
+#define memprof_atomic_cas_seqcst(p, expected, desired)                                            \
+    atomic_compare_exchange_strong_explicit((p), (expected), (desired), memory_order_seq_cst,      \
                                             memory_order_seq_cst)
 #define memprof_atomic_fence_seqcst() atomic_thread_fence(memory_order_seq_cst)
 

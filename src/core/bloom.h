@@ -48,20 +48,19 @@ struct memprof_bloom_filter {
 };
 
 struct memprof_bloom {
-    _Atomic uint64_t gen;      /* seqlock generation, see above; 0 = disabled */
-    size_t nblocks;            /* 64-byte blocks per filter */
-    unsigned block_shift;      /* 64 - log2(nblocks): block index from the top hash bits */
+    _Atomic uint64_t gen; /* seqlock generation, see above; 0 = disabled */
+    size_t nblocks;       /* 64-byte blocks per filter */
+    unsigned block_shift; /* 64 - log2(nblocks): block index from the top hash bits */
     struct memprof_bloom_filter filters[2];
-    _Atomic int disabled;      /* set by shutdown; never cleared */
-    _Atomic int rebuilding;    /* try-lock; a busy rebuild is skipped */
+    _Atomic int disabled;   /* set by shutdown; never cleared */
+    _Atomic int rebuilding; /* try-lock; a busy rebuild is skipped */
     _Atomic uint64_t keys_since_rebuild;
     _Atomic uint64_t rebuilds;
 };
 
 /* The key's block and its four bit positions (9 bits each) come from one 64-bit hash. */
 MEMPROF_INLINE bool memprof__bloom_filter_maybe(const struct memprof_bloom *b,
-                                                const struct memprof_bloom_filter *f,
-                                                uint64_t key)
+                                                const struct memprof_bloom_filter *f, uint64_t key)
 {
     uint64_t h = memprof__mix64(key);
     _Atomic uint64_t *blk = f->words + ((h >> b->block_shift) << 3);

@@ -60,8 +60,8 @@ static bool is_own(uintptr_t pc)
     return false;
 }
 
-MEMPROF_NOINLINE MEMPROF_SAMPLING_TEXT unsigned memprof__capture_fp(uintptr_t *frames, unsigned max,
-                                              uintptr_t stack_top, bool *truncated)
+MEMPROF_NOINLINE MEMPROF_SAMPLING_TEXT unsigned
+memprof__capture_fp(uintptr_t *frames, unsigned max, uintptr_t stack_top, bool *truncated)
 {
     *truncated = false;
     uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
@@ -69,7 +69,8 @@ MEMPROF_NOINLINE MEMPROF_SAMPLING_TEXT unsigned memprof__capture_fp(uintptr_t *f
     unsigned n = 0;
     bool skipping = true;
     /* A frame record is two words: [saved fp, return address]. */
-    while (fp >= lo && fp + 2 * sizeof(uintptr_t) <= stack_top && (fp & (sizeof(uintptr_t) - 1)) == 0) {
+    while (fp >= lo && fp + 2 * sizeof(uintptr_t) <= stack_top &&
+           (fp & (sizeof(uintptr_t) - 1)) == 0) {
         const uintptr_t *rec = (const uintptr_t *)fp;
         uintptr_t ret = rec[1], next = rec[0];
         if (ret == 0)
@@ -101,7 +102,8 @@ bool memprof__capture_have_dwarf(void)
  * hook, and possibly a wrapper or two. */
 #define OWN_FRAMES_MARGIN 8
 
-static MEMPROF_NOINLINE MEMPROF_SAMPLING_TEXT unsigned capture_dwarf(uintptr_t *frames, unsigned max, bool *truncated)
+static MEMPROF_NOINLINE MEMPROF_SAMPLING_TEXT unsigned capture_dwarf(uintptr_t *frames,
+                                                                     unsigned max, bool *truncated)
 {
     void *buf[MEMPROF_CAPTURE_MAX + OWN_FRAMES_MARGIN + 1];
     int want = (int)max + OWN_FRAMES_MARGIN + 1;
@@ -127,8 +129,8 @@ void memprof__capture_warm_up(void)
 #endif
 }
 
-MEMPROF_SAMPLING_TEXT unsigned memprof__capture(enum memprof_unwinder how, uintptr_t *frames, unsigned max,
-                          uintptr_t stack_top, bool *truncated)
+MEMPROF_SAMPLING_TEXT unsigned memprof__capture(enum memprof_unwinder how, uintptr_t *frames,
+                                                unsigned max, uintptr_t stack_top, bool *truncated)
 {
     if (max > MEMPROF_CAPTURE_MAX)
         max = MEMPROF_CAPTURE_MAX;

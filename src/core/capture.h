@@ -44,7 +44,6 @@ unsigned memprof__capture(enum memprof_unwinder how, uintptr_t *frames, unsigned
 /* Captures up to `max` return addresses (leaf first) into `frames`, walking no higher than
  * `stack_top` (exclusive; 0 = unknown, then nothing is walked). Sets *truncated when the
  * stack had more frames than `max`. Returns the number of frames stored. */
-unsigned memprof__capture_fp(uintptr_t *frames, unsigned max, uintptr_t stack_top,
-                             bool *truncated);
+unsigned memprof__capture_fp(uintptr_t *frames, unsigned max, uintptr_t stack_top, bool *truncated);
 
 #endif

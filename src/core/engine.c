@@ -152,8 +152,8 @@ MEMPROF_SAMPLING_TEXT static bool sample_slow(uint64_t key, size_t size)
     int state = memprof_atomic_load_acquire(&E.state);
     uint64_t rate = E.rate ? E.rate : MEMPROF_DEFAULT_RATE;
     if (state != MEMPROF_STATE_ACTIVE) {
-        t->countdown = memprof__sampler_draw(&t->rng, rate < MEMPROF_IDLE_INTERVAL
-                                                          ? rate : MEMPROF_IDLE_INTERVAL);
+        t->countdown = memprof__sampler_draw(
+            &t->rng, rate < MEMPROF_IDLE_INTERVAL ? rate : MEMPROF_IDLE_INTERVAL);
         goto out;
     }
     uint32_t gen = memprof_atomic_load_relaxed(&E.generation);
@@ -174,8 +174,8 @@ MEMPROF_SAMPLING_TEXT static bool sample_slow(uint64_t key, size_t size)
         /* Native frames, then room for interpreter frames; on this (cold) stack, not TLS. */
         uintptr_t frames[MEMPROF_CAPTURE_MAX + MEMPROF_MAX_RUNTIME_FRAMES];
         bool truncated;
-        unsigned native = memprof__capture((enum memprof_unwinder)E.unwinder, frames,
-                                           E.max_frames, t->stack_top, &truncated);
+        unsigned native = memprof__capture((enum memprof_unwinder)E.unwinder, frames, E.max_frames,
+                                           t->stack_top, &truncated);
         unsigned source;
         unsigned rt = memprof__sources_capture((uint64_t *)(frames + native),
                                                MEMPROF_MAX_RUNTIME_FRAMES, &source);
@@ -411,6 +411,7 @@ void memprof__engine_stats(memprof_stats *s)
     s->shallow_stacks = memprof_atomic_load_relaxed(&E.shallow_stacks);
     uint64_t bad = s->shallow_stacks + s->truncated_stacks;
     s->unwind_confidence_permille =
-        s->total_samples == 0 ? 1000
-                              : (bad >= s->total_samples ? 0 : 1000 - bad * 1000 / s->total_samples);
+        s->total_samples == 0
+            ? 1000
+            : (bad >= s->total_samples ? 0 : 1000 - bad * 1000 / s->total_samples);
 }

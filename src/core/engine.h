@@ -35,8 +35,8 @@
 /* Mean of the countdown drawn while not sampling: the cold path then runs about once per
  * this many bytes, and right after start at most about this many bytes per thread go
  * unsampled before the first draw at the real rate. */
-#define MEMPROF_IDLE_INTERVAL (64u * 1024u)
-#define MEMPROF_MAX_RATE      ((uint64_t)1 << 40)
+#define MEMPROF_IDLE_INTERVAL  (64u * 1024u)
+#define MEMPROF_MAX_RATE       ((uint64_t)1 << 40)
 #define MEMPROF_DEFAULT_FRAMES 64u
 #define MEMPROF_SHALLOW_DEPTH  4u
 
@@ -44,16 +44,16 @@ struct memprof_engine {
     /* Read by the free fast path on every free: keep it first and rarely written. */
     struct memprof_bloom bloom;
 
-    _Atomic int state;            /* memprof_state, or ENGINE_INITIALIZING */
-    _Atomic uint32_t generation;  /* bumped by start, stop and shutdown */
-    uint64_t rate;                /* immutable after init */
+    _Atomic int state;           /* memprof_state, or ENGINE_INITIALIZING */
+    _Atomic uint32_t generation; /* bumped by start, stop and shutdown */
+    uint64_t rate;               /* immutable after init */
     uint32_t max_frames;
-    uint32_t unwinder;            /* enum memprof_unwinder (capture.h) */
+    uint32_t unwinder; /* enum memprof_unwinder (capture.h) */
     uint64_t seed;
-    _Atomic uint64_t thread_seq;  /* threads seeded so far (deterministic seeding) */
+    _Atomic uint64_t thread_seq; /* threads seeded so far (deterministic seeding) */
     memprof_log_fn log_fn;
     void *log_ctx;
-    _Atomic int backends;         /* interposition backends feeding this engine */
+    _Atomic int backends; /* interposition backends feeding this engine */
 
     struct memprof_heapmap hm;
     struct memprof_stacktab st;

@@ -40,8 +40,8 @@ int memprof__hm_init(struct memprof_heapmap *hm, uint64_t capacity)
     struct memprof_hm_slot *slots = memprof__pf_map(nslots * sizeof *slots);
     if (!slots)
         return -ENOMEM;
-    *hm = (struct memprof_heapmap){.slots = slots, .nslots = nslots, .capacity = cap,
-                                   .nsegs = nsegs};
+    *hm =
+        (struct memprof_heapmap){.slots = slots, .nslots = nslots, .capacity = cap, .nsegs = nsegs};
     return 0;
 }
 
@@ -127,8 +127,8 @@ bool memprof__hm_finalize(struct memprof_heapmap *hm, struct memprof_hm_slot *sl
     uint64_t meta = MEMPROF_HM_LIVE | ((uint64_t)stack_id << MEMPROF_HM_SIZE_BITS) | size;
     memprof_atomic_store_relaxed(&slot->ts, ts);
     uint64_t expected = 0;
-    if (atomic_compare_exchange_strong_explicit(&slot->meta, &expected, meta,
-                                                memory_order_release, memory_order_acquire)) {
+    if (atomic_compare_exchange_strong_explicit(&slot->meta, &expected, meta, memory_order_release,
+                                                memory_order_acquire)) {
         memprof_atomic_add_relaxed(&hm->live, 1);
         return true;
     }

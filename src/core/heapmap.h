@@ -43,7 +43,7 @@
 #define MEMPROF_HM_LIVE      ((uint64_t)1 << 63)
 #define MEMPROF_HM_SIZE_BITS 41
 /* Largest exact size stored (2 TiB - 1); larger sizes are clamped and counted. */
-#define MEMPROF_HM_MAX_SIZE  (((uint64_t)1 << MEMPROF_HM_SIZE_BITS) - 1)
+#define MEMPROF_HM_MAX_SIZE (((uint64_t)1 << MEMPROF_HM_SIZE_BITS) - 1)
 /* Stack ids must stay below this (the all-ones id would alias DYING). */
 #define MEMPROF_HM_MAX_STACK (((uint32_t)1 << 22) - 1)
 #define MEMPROF_HM_MIN_SEG   4096u
@@ -67,10 +67,10 @@ struct memprof_hm_entry {
 
 struct memprof_heapmap {
     struct memprof_hm_slot *slots;
-    size_t nslots;         /* total slots in all segments */
-    uint64_t capacity;     /* maximum live samples */
+    size_t nslots;     /* total slots in all segments */
+    uint64_t capacity; /* maximum live samples */
     unsigned nsegs;
-    _Atomic unsigned active; /* newest open segment */
+    _Atomic unsigned active;                    /* newest open segment */
     _Atomic uint64_t used[MEMPROF_HM_MAX_SEGS]; /* non-EMPTY slots per segment */
     _Atomic uint64_t live;
     _Atomic uint64_t full_drops;
@@ -81,8 +81,8 @@ struct memprof_heapmap {
 
 enum memprof_hm_result {
     MEMPROF_HM_NOT_FOUND = 0,
-    MEMPROF_HM_FOUND = 1,     /* removed; the entry was filled in */
-    MEMPROF_HM_KILLED = 2,    /* the address was reserved, not yet finalised: death during birth */
+    MEMPROF_HM_FOUND = 1,  /* removed; the entry was filled in */
+    MEMPROF_HM_KILLED = 2, /* the address was reserved, not yet finalised: death during birth */
 };
 
 /* Maps the table for `capacity` live samples (rounded up to a power of two, >= 4096).

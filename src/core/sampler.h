@@ -35,12 +35,12 @@ struct memprof_rng {
  * no frame buffers here, those live on the cold path's stack. Zero-initialised, which makes
  * a new thread's first allocation take the cold path, where the thread is seeded. */
 struct memprof_tls {
-    int64_t countdown;    /* bytes until the next sample point; <= 0 means "take the cold path" */
+    int64_t countdown; /* bytes until the next sample point; <= 0 means "take the cold path" */
     struct memprof_rng rng;
-    uintptr_t stack_top;  /* exclusive upper bound of this thread's stack, 0 = not yet known */
-    uint32_t generation;  /* engine generation the countdown was drawn for */
-    uint8_t guard;        /* set while profiler code runs on this thread (re-entrancy) */
-    uint8_t seeded;       /* rng has been seeded (cleared in a fork child) */
+    uintptr_t stack_top; /* exclusive upper bound of this thread's stack, 0 = not yet known */
+    uint32_t generation; /* engine generation the countdown was drawn for */
+    uint8_t guard;       /* set while profiler code runs on this thread (re-entrancy) */
+    uint8_t seeded;      /* rng has been seeded (cleared in a fork child) */
 };
 
 /* initial-exec: a __tls_get_addr call could itself allocate and recurse into the hooks. */

@@ -90,7 +90,8 @@ int memprof__snapshot_take(struct memprof_snapshot **out)
         site->stack_id = (uint32_t)id;
         site->alloc_samples = memprof_atomic_load_relaxed(&st->alloc_samples);
         site->alloc_est_bytes = memprof_atomic_load_relaxed(&st->alloc_est_bytes);
-        site->alloc_est_count = (memprof_atomic_load_relaxed(&st->alloc_est_count_fp16) + 32768) >> 16;
+        site->alloc_est_count =
+            (memprof_atomic_load_relaxed(&st->alloc_est_count_fp16) + 32768) >> 16;
     }
     for (size_t i = 0; i < s->nsamples; i++) {
         const struct memprof_snap_sample *smp = &s->samples[i];

@@ -26,15 +26,15 @@ struct memprof_snap_sample {
 /* One call stack that has live samples or allocated anything. */
 struct memprof_snap_site {
     uint32_t stack_id;
-    struct memprof_est live;      /* from the live samples in this snapshot */
-    uint64_t alloc_samples;       /* cumulative, from the stack's counters */
+    struct memprof_est live; /* from the live samples in this snapshot */
+    uint64_t alloc_samples;  /* cumulative, from the stack's counters */
     uint64_t alloc_est_bytes;
     uint64_t alloc_est_count;
 };
 
 struct memprof_snapshot {
-    size_t map_bytes;             /* size of the mapping holding this struct and the samples */
-    void *sites_map;              /* the mapping holding the sites (and a stack-id index) */
+    size_t map_bytes; /* size of the mapping holding this struct and the samples */
+    void *sites_map;  /* the mapping holding the sites (and a stack-id index) */
     size_t sites_bytes;
     uint64_t rate;
     uint64_t timestamp_ns;

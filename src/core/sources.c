@@ -85,4 +85,3 @@ const memprof_frame_source *memprof__sources_get(unsigned source)
     struct slot *s = &slots[source - 1];
     return memprof_atomic_load_acquire(&s->active) ? &s->src : NULL;
 }
-

@@ -20,7 +20,8 @@ int memprof__st_init(struct memprof_stacktab *st, size_t max_stacks)
     /* Chains average at most 16 records when the table is full. */
     while (nbuckets * 16 < max_stacks)
         nbuckets <<= 1;
-    *st = (struct memprof_stacktab){.max_stacks = max_stacks, .nbuckets = nbuckets,
+    *st = (struct memprof_stacktab){.max_stacks = max_stacks,
+                                    .nbuckets = nbuckets,
                                     .arena_cap = max_stacks * ARENA_FRAMES_PER_STACK};
     st->recs = memprof__pf_map(max_stacks * sizeof *st->recs);
     st->buckets = memprof__pf_map(nbuckets * sizeof *st->buckets);
@@ -75,8 +76,8 @@ static void publish(struct memprof_stacktab *st, struct memprof_stack *s)
 {
     if (memprof_atomic_load_acquire(&s->flags) & MEMPROF_STACK_PUBLISHED)
         return;
-    uint16_t old = atomic_fetch_or_explicit(&s->flags, MEMPROF_STACK_PUBLISHED,
-                                            memory_order_acq_rel);
+    uint16_t old =
+        atomic_fetch_or_explicit(&s->flags, MEMPROF_STACK_PUBLISHED, memory_order_acq_rel);
     if (!(old & MEMPROF_STACK_PUBLISHED))
         memprof_atomic_add_relaxed(&st->published, 1);
 }
@@ -111,8 +112,7 @@ uint32_t memprof__st_intern(struct memprof_stacktab *st, const uintptr_t *frames
 }
 
 uint32_t memprof__st_intern_mixed(struct memprof_stacktab *st, const uintptr_t *frames,
-                                  unsigned depth, unsigned native, unsigned source,
-                                  bool truncated)
+                                  unsigned depth, unsigned native, unsigned source, bool truncated)
 {
     if (depth > MEMPROF_STACK_MAX_DEPTH)
         depth = MEMPROF_STACK_MAX_DEPTH;

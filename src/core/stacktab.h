@@ -43,7 +43,7 @@ struct memprof_stack {
     _Atomic uint32_t next; /* id + 1 of the next record in the bucket chain, 0 = end */
     uint16_t depth;
     _Atomic uint16_t flags;
-    uint64_t frames_off; /* index into the frame arena */
+    uint64_t frames_off;   /* index into the frame arena */
     uint16_t native_depth; /* frames[0..native_depth) are return addresses, leaf first; the
                               rest are interpreter frame ids from a frame source, innermost
                               first */
@@ -81,8 +81,7 @@ uint32_t memprof__st_intern(struct memprof_stacktab *st, const uintptr_t *frames
 /* Interns a mixed stack: `native` return addresses followed by depth - native interpreter
  * frame ids of frame source `source` (index + 1; 0 if none). */
 uint32_t memprof__st_intern_mixed(struct memprof_stacktab *st, const uintptr_t *frames,
-                                  unsigned depth, unsigned native, unsigned source,
-                                  bool truncated);
+                                  unsigned depth, unsigned native, unsigned source, bool truncated);
 /* Number of ids handed out so far; iterate 0..n and skip records for which
  * memprof__st_get() returns NULL. */
 uint64_t memprof__st_nids(struct memprof_stacktab *st);

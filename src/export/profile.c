@@ -77,11 +77,15 @@ int memprof__profile_from_snapshot(const struct memprof_snapshot *s, struct memp
             while (table[k] && !same_frame(&p->frames[table[k] - 1], f))
                 k = (k + 1) & (cap - 1);
             if (!table[k]) {
-                p->frames[p->nframes] = (struct memprof_pframe){
-                    .function = f->function, .file = f->file, .module = f->module,
-                    .build_id = f->build_id, .line = f->line, .flags = f->flags,
-                    .address = f->address, .load_bias = f->load_bias,
-                    .sym_offset = f->sym_offset};
+                p->frames[p->nframes] = (struct memprof_pframe){.function = f->function,
+                                                                .file = f->file,
+                                                                .module = f->module,
+                                                                .build_id = f->build_id,
+                                                                .line = f->line,
+                                                                .flags = f->flags,
+                                                                .address = f->address,
+                                                                .load_bias = f->load_bias,
+                                                                .sym_offset = f->sym_offset};
                 table[k] = (uint32_t)++p->nframes;
             }
             *idx++ = table[k] - 1;

@@ -23,10 +23,10 @@ struct memprof_pframe {
     const char *module;   /* NULL for runtime frames or unknown */
     const char *build_id; /* hex, NULL if none */
     uint32_t line;
-    uint32_t flags;       /* MEMPROF_FRAME_* (memprof.h) */
-    uint64_t address;     /* 0 for runtime frames */
+    uint32_t flags;   /* MEMPROF_FRAME_* (memprof.h) */
+    uint64_t address; /* 0 for runtime frames */
     uint64_t load_bias;
-    uint64_t sym_offset;  /* address - start of the function, when known (0 otherwise) */
+    uint64_t sym_offset; /* address - start of the function, when known (0 otherwise) */
 };
 
 struct memprof_pstack {
@@ -40,7 +40,7 @@ struct memprof_pstack {
 
 struct memprof_profile {
     uint64_t sampling_rate;
-    uint64_t time_unix_ns;  /* wall-clock time the snapshot was taken */
+    uint64_t time_unix_ns; /* wall-clock time the snapshot was taken */
     struct memprof_pframe *frames;
     size_t nframes;
     struct memprof_pstack *stacks; /* sorted by inuse_space, largest first */

@@ -31,8 +31,7 @@ const char *memprof__export_bytes(uint64_t bytes, char *buf, unsigned size)
 }
 
 /* The first frames of a stack, one per line, with file:line where known. */
-static void print_path(const struct memprof_profile *p, const struct memprof_pstack *st,
-                       FILE *out)
+static void print_path(const struct memprof_profile *p, const struct memprof_pstack *st, FILE *out)
 {
     unsigned shown = st->nframes < PATH_FRAMES ? st->nframes : PATH_FRAMES;
     for (unsigned i = 0; i < shown; i++) {
@@ -57,17 +56,19 @@ int memprof__export_text(const struct memprof_profile *p, FILE *out, unsigned to
     memprof__est_interval((double)p->inuse_space, p->inuse_space_var, &lo, &hi);
     fprintf(out, "libmemprof %s heap profile (sampling rate %" PRIu64 " bytes)\n",
             MEMPROF_VERSION_STRING, p->sampling_rate);
-    fprintf(out, "Estimated live heap: %s (95%% interval %s to %s), ~%" PRIu64
-                 " allocations, from %" PRIu64 " live samples\n",
+    fprintf(out,
+            "Estimated live heap: %s (95%% interval %s to %s), ~%" PRIu64
+            " allocations, from %" PRIu64 " live samples\n",
             memprof__export_bytes(p->inuse_space, b1, sizeof b1),
             memprof__export_bytes(lo, b2, sizeof b2), memprof__export_bytes(hi, b3, sizeof b3),
             p->inuse_objects, p->live_samples);
     if (p->live_samples < 100)
         fprintf(out, "Note: fewer than 100 live samples; treat the estimates as rough (a lower "
                      "sampling rate gives more precision).\n");
-    fprintf(out, "Health: %" PRIu64 " samples dropped (heap map full), %" PRIu64
-                 " stack-table overflows, %" PRIu64 " truncated stacks, %" PRIu64 " of %" PRIu64
-                 " code addresses without symbols\n",
+    fprintf(out,
+            "Health: %" PRIu64 " samples dropped (heap map full), %" PRIu64
+            " stack-table overflows, %" PRIu64 " truncated stacks, %" PRIu64 " of %" PRIu64
+            " code addresses without symbols\n",
             p->dropped_samples, p->stack_overflows, p->truncated_stacks, p->unresolved_addresses,
             p->total_addresses);
     fprintf(out, "\nTop sites by estimated live bytes:\n");
@@ -77,10 +78,9 @@ int memprof__export_text(const struct memprof_profile *p, FILE *out, unsigned to
         if (st->live_samples == 0)
             break;
         memprof__est_interval((double)st->inuse_space, st->inuse_space_var, &lo, &hi);
-        const char *site = st->nframes
-                               ? memprof__pframe_label(&p->frames[st->frames[0]], label,
-                                                       sizeof label)
-                               : "[no stack: stack table full]";
+        const char *site =
+            st->nframes ? memprof__pframe_label(&p->frames[st->frames[0]], label, sizeof label)
+                        : "[no stack: stack table full]";
         fprintf(out, "%3u. %s (%s to %s), ~%" PRIu64 " allocations, %" PRIu64 " samples  %s\n",
                 ++shown, memprof__export_bytes(st->inuse_space, b1, sizeof b1),
                 memprof__export_bytes(lo, b2, sizeof b2), memprof__export_bytes(hi, b3, sizeof b3),

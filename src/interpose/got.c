@@ -137,7 +137,7 @@ static const struct hook {
 struct object {
     uintptr_t base;
     uintptr_t ro_lo, ro_hi; /* page range that RELRO made read-only */
-    const ElfW(Sym) *symtab;
+    const ElfW(Sym) * symtab;
     const char *strtab;
     size_t strsz;
 };
@@ -167,7 +167,7 @@ static void *hook_for(const struct object *o, size_t symidx)
     return NULL;
 }
 
-static void patch_rela(const struct object *o, const ElfW(Rela) *r, size_t bytes)
+static void patch_rela(const struct object *o, const ElfW(Rela) * r, size_t bytes)
 {
     for (size_t i = 0; i < bytes / sizeof *r; i++) {
         unsigned long type = ELF64_R_TYPE(r[i].r_info);
@@ -179,7 +179,7 @@ static void patch_rela(const struct object *o, const ElfW(Rela) *r, size_t bytes
     }
 }
 
-static void patch_rel(const struct object *o, const ElfW(Rel) *r, size_t bytes)
+static void patch_rel(const struct object *o, const ElfW(Rel) * r, size_t bytes)
 {
     for (size_t i = 0; i < bytes / sizeof *r; i++) {
         unsigned long type = ELF64_R_TYPE(r[i].r_info);
@@ -228,17 +228,38 @@ static int patch_cb(struct dl_phdr_info *info, size_t size, void *data)
     long pltrel = DT_RELA;
     for (; dyn->d_tag != DT_NULL; dyn++) {
         switch (dyn->d_tag) {
-        case DT_SYMTAB: o.symtab = (const ElfW(Sym) *)dyn_ptr(o.base, dyn->d_un.d_ptr); break;
-        case DT_STRTAB: o.strtab = (const char *)dyn_ptr(o.base, dyn->d_un.d_ptr); break;
-        case DT_STRSZ: o.strsz = dyn->d_un.d_val; break;
-        case DT_JMPREL: jmprel = dyn_ptr(o.base, dyn->d_un.d_ptr); break;
-        case DT_PLTRELSZ: pltrelsz = dyn->d_un.d_val; break;
-        case DT_PLTREL: pltrel = (long)dyn->d_un.d_val; break;
-        case DT_RELA: rela = dyn_ptr(o.base, dyn->d_un.d_ptr); break;
-        case DT_RELASZ: relasz = dyn->d_un.d_val; break;
-        case DT_REL: rel = dyn_ptr(o.base, dyn->d_un.d_ptr); break;
-        case DT_RELSZ: relsz = dyn->d_un.d_val; break;
-        default: break;
+        case DT_SYMTAB:
+            o.symtab = (const ElfW(Sym) *)dyn_ptr(o.base, dyn->d_un.d_ptr);
+            break;
+        case DT_STRTAB:
+            o.strtab = (const char *)dyn_ptr(o.base, dyn->d_un.d_ptr);
+            break;
+        case DT_STRSZ:
+            o.strsz = dyn->d_un.d_val;
+            break;
+        case DT_JMPREL:
+            jmprel = dyn_ptr(o.base, dyn->d_un.d_ptr);
+            break;
+        case DT_PLTRELSZ:
+            pltrelsz = dyn->d_un.d_val;
+            break;
+        case DT_PLTREL:
+            pltrel = (long)dyn->d_un.d_val;
+            break;
+        case DT_RELA:
+            rela = dyn_ptr(o.base, dyn->d_un.d_ptr);
+            break;
+        case DT_RELASZ:
+            relasz = dyn->d_un.d_val;
+            break;
+        case DT_REL:
+            rel = dyn_ptr(o.base, dyn->d_un.d_ptr);
+            break;
+        case DT_RELSZ:
+            relsz = dyn->d_un.d_val;
+            break;
+        default:
+            break;
         }
     }
     if (!o.symtab || !o.strtab)
@@ -316,8 +337,7 @@ static void *open_as(const void *caller, const char *file, int mode)
             if (dlinfo(map, RTLD_DI_SERINFO, si) == 0) {
                 for (unsigned i = 0; i < si->dls_cnt && !h; i++) {
                     char path[PATH_MAX];
-                    int n = snprintf(path, sizeof path, "%s/%s", si->dls_serpath[i].dls_name,
-                                     file);
+                    int n = snprintf(path, sizeof path, "%s/%s", si->dls_serpath[i].dls_name, file);
                     if (n > 0 && (size_t)n < sizeof path && access(path, F_OK) == 0)
                         h = real_dlopen(path, mode);
                 }
@@ -374,8 +394,8 @@ static int find_real(void)
     };
     void *(*dl)(const char *, int) = (void *(*)(const char *, int))dlsym(libc, "dlopen");
     dlclose(libc);
-    if (!a.malloc || !a.free || !a.calloc || !a.realloc || !a.posix_memalign ||
-        !a.aligned_alloc || !a.memalign || !a.valloc || !dl)
+    if (!a.malloc || !a.free || !a.calloc || !a.realloc || !a.posix_memalign || !a.aligned_alloc ||
+        !a.memalign || !a.valloc || !dl)
         return -ENOTSUP;
     /* Another allocator interposed before libc (LD_PRELOAD of jemalloc, or a library that
      * exports malloc): its blocks must not reach libc's free. The main program's own PLT

@@ -18,8 +18,8 @@ void memprof__preload_configure(void);
 struct memprof_dump_config {
     char output[PATH_MAX]; /* template with %p; empty = write nothing */
     memprof_format format;
-    unsigned interval_s;   /* 0 = no periodic dumps */
-    int signo;             /* 0 = no dump signal */
+    unsigned interval_s; /* 0 = no periodic dumps */
+    int signo;           /* 0 = no dump signal */
 };
 void memprof__preload_dump_setup(const struct memprof_dump_config *cfg);
 

@@ -83,10 +83,23 @@ static uint64_t parse_rate(const char *v)
         return 0;
     unsigned shift = 0;
     switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    default: break;
+    case 'k':
+    case 'K':
+        shift = 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        end++;
+        break;
+    default:
+        break;
     }
     if (*end == 'i' && shift) /* accept "KiB"-style spellings: 64Ki, 64KiB */
         end++;
@@ -101,7 +114,7 @@ static const struct {
     const char *name;
     memprof_format format;
 } formats[] = {
-    {"pprof", MEMPROF_FORMAT_PPROF},   {"speedscope", MEMPROF_FORMAT_SPEEDSCOPE},
+    {"pprof", MEMPROF_FORMAT_PPROF},         {"speedscope", MEMPROF_FORMAT_SPEEDSCOPE},
     {"collapsed", MEMPROF_FORMAT_COLLAPSED}, {"text", MEMPROF_FORMAT_TEXT},
     {"html", MEMPROF_FORMAT_HTML},
 };
@@ -110,10 +123,10 @@ static const struct {
     const char *name;
     int signo;
 } signals[] = {
-    {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"USR1", SIGUSR1},
-    {"USR2", SIGUSR2}, {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM},
-    {"CONT", SIGCONT}, {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU},
-    {"URG", SIGURG},   {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM},
+    {"HUP", SIGHUP},   {"INT", SIGINT},     {"QUIT", SIGQUIT}, {"USR1", SIGUSR1},
+    {"USR2", SIGUSR2}, {"PIPE", SIGPIPE},   {"ALRM", SIGALRM}, {"TERM", SIGTERM},
+    {"CONT", SIGCONT}, {"TSTP", SIGTSTP},   {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU},
+    {"URG", SIGURG},   {"XCPU", SIGXCPU},   {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM},
     {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"POLL", SIGPOLL}, {"PWR", SIGPWR},
     {"SYS", SIGSYS},
 };
@@ -156,7 +169,8 @@ void memprof__preload_configure(void)
             dump.format = formats[i].format;
         else
             say("memprof: ignoring MEMPROF_FORMAT='%s': expected pprof, speedscope, collapsed, "
-                "text or html; using the file extension", fmt);
+                "text or html; using the file extension",
+                fmt);
     }
 
     /* secure_getenv: a set-uid/set-gid program must not be made to write files. */
@@ -173,14 +187,16 @@ void memprof__preload_configure(void)
         long n = strtol(interval, &end, 10);
         if (errno || *end || n < 1 || n > 86400)
             say("memprof: ignoring MEMPROF_INTERVAL='%s': expected whole seconds from 1 to "
-                "86400", interval);
+                "86400",
+                interval);
         else
             dump.interval_s = (unsigned)n;
     }
     const char *sig = getenv("MEMPROF_SIGNAL");
     if (sig && *sig && !(dump.signo = parse_signal(sig)))
         say("memprof: ignoring MEMPROF_SIGNAL='%s': expected a signal name such as USR2, or a "
-            "number", sig);
+            "number",
+            sig);
 
     const char *unwind = getenv("MEMPROF_UNWIND");
     uint32_t unwinder = MEMPROF_UNWIND_DEFAULT;

@@ -45,8 +45,7 @@ MEMPROF_INLINE void memprof__wrap_free(const struct memprof_allocator *a, void *
     a->free(p);
 }
 
-MEMPROF_INLINE void *memprof__wrap_calloc(const struct memprof_allocator *a, size_t n,
-                                          size_t size)
+MEMPROF_INLINE void *memprof__wrap_calloc(const struct memprof_allocator *a, size_t n, size_t size)
 {
     size_t total;
     if (__builtin_mul_overflow(n, size, &total)) {
@@ -58,8 +57,7 @@ MEMPROF_INLINE void *memprof__wrap_calloc(const struct memprof_allocator *a, siz
     return p;
 }
 
-MEMPROF_INLINE void *memprof__wrap_realloc(const struct memprof_allocator *a, void *old,
-                                           size_t n)
+MEMPROF_INLINE void *memprof__wrap_realloc(const struct memprof_allocator *a, void *old, size_t n)
 {
     if (!old)
         return memprof__wrap_malloc(a, n);
@@ -120,8 +118,7 @@ MEMPROF_INLINE void *memprof__wrap_valloc(const struct memprof_allocator *a, siz
     return p;
 }
 
-MEMPROF_INLINE void *memprof__wrap_pvalloc(const struct memprof_allocator *a, size_t n,
-                                           size_t page)
+MEMPROF_INLINE void *memprof__wrap_pvalloc(const struct memprof_allocator *a, size_t n, size_t page)
 {
     if (!a->pvalloc) {
         /* The allocator has no pvalloc: round up to whole pages ourselves. */

@@ -174,4 +174,3 @@ out:
     pthread_mutex_unlock(&lock);
     return r;
 }
-

@@ -19,10 +19,10 @@ struct memprof_rframe {
     const char *module;
     const char *build_id;
     uint32_t line;
-    uint32_t flags;       /* MEMPROF_FRAME_* (memprof.h) */
-    uint64_t address;     /* 0 for runtime frames */
+    uint32_t flags;   /* MEMPROF_FRAME_* (memprof.h) */
+    uint64_t address; /* 0 for runtime frames */
     uint64_t load_bias;
-    uint64_t sym_offset;  /* address - function start, when known */
+    uint64_t sym_offset; /* address - function start, when known */
 };
 
 struct memprof_rstack {

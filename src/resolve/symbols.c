@@ -439,9 +439,9 @@ static unsigned dwarf_frames(Dwfl_Module *mod, Dwarf_Addr addr, const char *symn
     for (unsigned i = 0; i < nscopes && n < max; i++) {
         int tag = dwarf_tag(&scopes[i]);
         if (tag == DW_TAG_inlined_subroutine) {
-            frames[n++] = (struct memprof_sym_frame){die_name(&scopes[i]),
-                                                     memprof__strpool_intern(file),
-                                                     (uint32_t)(line > 0 ? line : 0), true};
+            frames[n++] =
+                (struct memprof_sym_frame){die_name(&scopes[i]), memprof__strpool_intern(file),
+                                           (uint32_t)(line > 0 ? line : 0), true};
             /* The caller's position is this inline instance's call site. */
             Dwarf_Attribute attr;
             Dwarf_Word fidx = 0, cline = 0;
@@ -462,8 +462,7 @@ static unsigned dwarf_frames(Dwfl_Module *mod, Dwarf_Addr addr, const char *symn
     if (n == 0 || frames[n - 1].inlined) {
         /* No DWARF function scope (no debug info, or a gap): the symbol table's name. */
         if (n < max)
-            frames[n++] = (struct memprof_sym_frame){symname,
-                                                     memprof__strpool_intern(file),
+            frames[n++] = (struct memprof_sym_frame){symname, memprof__strpool_intern(file),
                                                      (uint32_t)(line > 0 ? line : 0), false};
     }
     return n;
@@ -516,8 +515,8 @@ static struct memprof_sym *resolve(uintptr_t pc)
     struct memprof_sym *s = malloc(sizeof *s + n * sizeof *frames);
     if (!s)
         return NULL;
-    *s = (struct memprof_sym){.pc = pc, .module = path, .load_bias = q.bias,
-                              .sym_offset = sym_offset, .nframes = n};
+    *s = (struct memprof_sym){
+        .pc = pc, .module = path, .load_bias = q.bias, .sym_offset = sym_offset, .nframes = n};
     s->build_id = q.build_id[0] ? memprof__strpool_intern(q.build_id) : NULL;
     memcpy(s->frames, frames, n * sizeof *frames);
     if (s->frames[n - 1].function)
@@ -574,4 +573,3 @@ void memprof__sym_counts(uint64_t *resolved, uint64_t *unresolved)
     *unresolved = n_unresolved;
     pthread_mutex_unlock(&lock);
 }
-

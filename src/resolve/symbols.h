@@ -24,12 +24,12 @@ struct memprof_sym_frame {
 };
 
 struct memprof_sym {
-    uintptr_t pc;          /* the return address */
-    const char *module;    /* path of the loaded object, NULL if none */
-    const char *build_id;  /* hex GNU build id, NULL if none */
-    uintptr_t load_bias;   /* pc - load_bias = address in the ELF file */
-    uintptr_t sym_offset;  /* pc - start of the (outermost) function, when known */
-    unsigned nframes;      /* >= 1 */
+    uintptr_t pc;                      /* the return address */
+    const char *module;                /* path of the loaded object, NULL if none */
+    const char *build_id;              /* hex GNU build id, NULL if none */
+    uintptr_t load_bias;               /* pc - load_bias = address in the ELF file */
+    uintptr_t sym_offset;              /* pc - start of the (outermost) function, when known */
+    unsigned nframes;                  /* >= 1 */
     struct memprof_sym_frame frames[]; /* innermost (inlined) first, the real function last */
 };
 
