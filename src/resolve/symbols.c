@@ -416,6 +416,33 @@ static unsigned scopes_at(struct cu_index *cu, Dwarf_Addr addr, Dwarf_Die *out, 
     return k;
 }
 
+/* The CU containing addr when the module has no .debug_aranges (clang does not emit them by
+ * default, and libdw 0.188 then finds no CU): a scan of the CU headers, remembering the
+ * last hit, since consecutive lookups tend to fall in the same CU. */
+static Dwarf_Die *cu_by_scan(Dwfl_Module *mod, Dwarf_Addr addr, Dwarf_Die *out,
+                             Dwarf_Addr *bias)
+{
+    static Dwarf *last_dw;
+    static Dwarf_Off last_off;
+    Dwarf *dw = dwfl_module_getdwarf(mod, bias);
+    if (!dw)
+        return NULL;
+    Dwarf_Addr a = addr - *bias;
+    if (dw == last_dw && dwarf_offdie(dw, last_off, out) && dwarf_haspc(out, a) > 0)
+        return out;
+    Dwarf_Off off = 0, next;
+    size_t hsize;
+    while (dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+        if (dwarf_offdie(dw, off + hsize, out) && dwarf_haspc(out, a) > 0) {
+            last_dw = dw;
+            last_off = off + hsize;
+            return out;
+        }
+        off = next;
+    }
+    return NULL;
+}
+
 /* Fills frames (innermost first) from the DWARF scopes at addr; symname is the symbol-table
  * name of the function (already interned), used for the outermost frame. Returns the count. */
 static unsigned dwarf_frames(Dwfl_Module *mod, Dwarf_Addr addr, const char *symname,
@@ -428,7 +455,16 @@ static unsigned dwarf_frames(Dwfl_Module *mod, Dwarf_Addr addr, const char *symn
         file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
     unsigned n = 0;
     Dwarf_Addr bias;
+    Dwarf_Die cu_storage;
     Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias);
+    if (!cu && (cu = cu_by_scan(mod, addr, &cu_storage, &bias)) != NULL && !l) {
+        /* No .debug_aranges: the line table of the CU found by the scan. */
+        Dwarf_Line *dl = dwarf_getsrc_die(cu, addr - bias);
+        if (dl) {
+            file = dwarf_linesrc(dl, NULL, NULL);
+            dwarf_lineno(dl, &line);
+        }
+    }
     struct cu_index *index = cu ? cu_index_get(cu) : NULL;
     Dwarf_Die scopes[MAX_INLINE_DEPTH];
     unsigned nscopes = index ? scopes_at(index, addr - bias, scopes, MAX_INLINE_DEPTH) : 0;

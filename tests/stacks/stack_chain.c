@@ -5,7 +5,8 @@
  * noinline functions and an always-inline wrapper must come out as collapsed stacks from
  * main through the inlined wrapper to the allocating function, in order, each with its
  * estimated bytes within 12 % of the truth; the snapshot API must give file:line for the
- * frames and mark the inlined one. Self-checking: exit 0 on success.
+ * frames and mark the inlined one. Self-checking: exit 0 on success. Also built with clang,
+ * which writes no .debug_aranges by default (the resolver must find the CU without them).
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -29,10 +30,18 @@ static int failures;
         }                                                                                  \
     } while (0)
 
+/* Keep the chain's functions out of line (gcc: no inlining, cloning or IPA; clang has no
+ * noipa, and noinline is enough there). */
+#if defined(__clang__)
+#define KEEP __attribute__((noinline))
+#else
+#define KEEP __attribute__((noipa))
+#endif
+
 static void *blocks[A_COUNT + B_COUNT];
 static int nblocks;
 
-__attribute__((noipa)) static void *alloc_block(size_t n)
+KEEP static void *alloc_block(size_t n)
 {
     void *p = malloc(n);
     memset(p, 0x5a, n);
@@ -46,13 +55,13 @@ static inline __attribute__((always_inline)) void fill_a(int count)
         blocks[nblocks++] = alloc_block(A_SIZE);
 }
 
-__attribute__((noipa)) static void build_a(void)
+KEEP static void build_a(void)
 {
     fill_a(A_COUNT);
     __asm__ volatile("" ::: "memory");
 }
 
-__attribute__((noipa)) static void build_b(void)
+KEEP static void build_b(void)
 {
     for (int i = 0; i < B_COUNT; i++)
         blocks[nblocks++] = alloc_block(B_SIZE);
