@@ -1,0 +1,238 @@
+# SPDX-License-Identifier: MIT
+# frozen_string_literal: true
+#
+# Memprof: the Ruby binding of libmemprof, a sampling heap profiler. It tells which Ruby
+# code holds how much live memory, cheaply enough to leave on: allocations are sampled on
+# average once per `sampling_rate_kb` KiB allocated, each sample records its native stack
+# with the Ruby frames (method, file, line) merged in place of the VM's eval loop, and a
+# snapshot turns the samples that are still live into unbiased estimates.
+#
+#   require 'memprof'
+#   Memprof.start(sampling_rate_kb: 512)      # no LD_PRELOAD needed
+#   ... run the program ...
+#   snap = Memprof.snapshot
+#   snap.estimated_heap_bytes                  # Integer; _low/_high: 95 % interval
+#   snap.top_allocators(5).each { |a| puts "#{a[:estimated_bytes]} #{a[:function]} #{a[:file]}:#{a[:line]}" }
+#   snap.save('heap.pb.gz')                    # format from the extension, or format: :pprof
+#   Memprof.stop
+#
+#   snap = Memprof.profile(sampling_rate_kb: 64) { build_index }  # what the block kept
+#
+# What a profile sees (Debian's Ruby 3.1):
+# - Everything Ruby and its extensions allocate with malloc, calloc, realloc,
+#   posix_memalign, ...: string and array buffers, hash tables, iseqs, extension data. The
+#   library patches the allocator slots (GOT) of every loaded object at Memprof.start, and
+#   of objects loaded later.
+# - Ruby object slots (40 bytes each) only with `objects: true`: Ruby 3.1 takes its heap
+#   pages from mmap, not malloc, so the hooks never see them; the option reports each
+#   object through the VM's NEWOBJ/FREEOBJ events instead (an object stands for 40 bytes,
+#   attributed to the Ruby code that created it). It makes every object allocation take the
+#   VM's slower hooked path, so it is off by default (see bench/ruby_overhead.rb).
+# - Not seen: the heap pages themselves and other mmap'ed memory (thread and fiber stacks,
+#   large malloc blocks are seen since they go through malloc even when glibc maps them),
+#   allocations made before Memprof.start (only their frees are looked up), and memory of the
+#   dynamic loader.
+# - Ruby frames come from the thread that allocates while it holds the GVL. Allocations
+#   made without the GVL (inside blocking regions, by native threads) and by the GC itself
+#   have native frames only. Blocks are shown under their method's name (rb_profile_frames
+#   reports the method entry); C methods (String#*, Array#each) appear as Ruby frames
+#   without a file.
+#
+# The sampling rate is fixed for the process by the first start (the C engine is
+# initialized once); `sampling_rate_kb: nil` means "the default if not yet initialized,
+# else the current rate", and an explicit different rate raises Memprof::StateError.
+# Errors raise exceptions that include Memprof::Error (memprof/errors.rb).
+
+require 'monitor'
+require 'memprof/errors'
+require 'memprof/memprof_ext'
+require 'memprof/snapshot'
+
+module Memprof
+  # libmemprof's version (the loaded library's).
+  VERSION = Native.library_version
+
+  # Memprof.start's default rate, in KiB (the library's default, 512 KiB).
+  DEFAULT_SAMPLING_RATE_KB = Native::DEFAULT_SAMPLING_RATE / 1024
+
+  # Memprof.profile's default rate, in KiB: a block is usually short, so sample more.
+  DEFAULT_PROFILE_SAMPLING_RATE_KB = 64
+
+  # Largest rate the library accepts (2**40 bytes), in KiB.
+  MAX_SAMPLING_RATE_KB = 2**30
+
+  @lock = Monitor.new
+
+  class << self
+    # Starts sampling allocations. The first call initializes the engine at
+    # `sampling_rate_kb` (KiB, Integer or Float; nil = 512); later calls (after stop) keep
+    # that rate. `objects: true` also reports Ruby object slots (see the file comment).
+    # Returns nil. Raises Memprof::StateError if already active, after shutdown, or for a
+    # rate different from the one in force; Memprof::ArgumentError for a bad rate.
+    def start(sampling_rate_kb: nil, objects: false)
+      @lock.synchronize do
+        initialize_engine(sampling_rate_kb, DEFAULT_SAMPLING_RATE_KB, 'Memprof.start')
+        check(Native.start, 'Memprof.start',
+              -Errno::EBUSY::Errno => 'profiling is already active (call Memprof.stop first)')
+        Native.objects_enable(object_slot_size) if objects
+        nil
+      end
+    end
+
+    # Stops sampling new allocations. Frees keep being tracked, so a later snapshot shows
+    # what is still live. Returns nil; raises Memprof::StateError when not active.
+    def stop
+      @lock.synchronize do
+        check(Native.stop, 'Memprof.stop',
+              -Errno::EBUSY::Errno => 'profiling is not active',
+              -Errno::ENOTCONN::Errno => 'profiling was never started')
+        Native.objects_pause
+        nil
+      end
+    end
+
+    # A Memprof::Snapshot of the samples live now (while active or after stop).
+    def snapshot
+      Native.snapshot
+    end
+
+    # The engine's statistics as a Hash with Symbol keys (state: :uninitialized,
+    # :initialized, :active, :stopped or :shutdown; sampling_rate in bytes and
+    # sampling_rate_kb; sample, stack and table counters; ruby_* counters of the Ruby frame
+    # source). Works in every state.
+    def stats
+      h = Native.stats
+      h[:sampling_rate_kb] = kib(h[:sampling_rate])
+      h
+    end
+
+    # The engine state as a Symbol (see stats).
+    def state
+      Native.state
+    end
+
+    # Whether allocations are being sampled.
+    def active?
+      Native.state == :active
+    end
+
+    # The sampling rate in force, in KiB, or nil before the first start.
+    def sampling_rate_kb
+      rate = Native.stats[:sampling_rate]
+      rate.zero? ? nil : kib(rate)
+    end
+
+    # Ends profiling for the life of the process (one-way; later calls raise
+    # Memprof::StateError). Snapshots already taken stay usable. Calling it again is
+    # harmless. Returns nil.
+    def shutdown
+      @lock.synchronize { Native.shutdown }
+      nil
+    end
+
+    # Profiles a block: starts sampling (rate as for start, nil = 64 KiB when the engine is
+    # fresh), runs the block, takes a snapshot of what is live when it returns, stops, and
+    # returns the snapshot. The block's own value is discarded. Sampling is stopped even if
+    # the block raises (the exception propagates). Raises Memprof::StateError if profiling
+    # is already active.
+    def profile(sampling_rate_kb: nil, objects: false)
+      unless block_given?
+        raise Memprof::ArgumentError, 'Memprof.profile: a block is required'
+      end
+
+      @lock.synchronize do
+        initialize_engine(sampling_rate_kb, DEFAULT_PROFILE_SAMPLING_RATE_KB,
+                          'Memprof.profile')
+        start(objects: objects)
+      end
+      begin
+        yield
+        snapshot
+      ensure
+        @lock.synchronize do
+          if Native.state == :active
+            Native.stop
+            Native.objects_pause
+          end
+        end
+      end
+    end
+
+    private
+
+    # Initializes the engine if needed and checks an explicit rate against the one in force.
+    def initialize_engine(rate_kb, default_kb, context)
+      bytes = rate_kb.nil? ? nil : rate_bytes(rate_kb, context)
+      case Native.state
+      when :uninitialized
+        rc = Native.init(bytes || default_kb * 1024)
+        check(rc, context) unless rc == -Errno::EALREADY::Errno # lost a race: fine
+      when :shutdown
+        raise StateError.new("#{context}: the profiler was shut down (Memprof.shutdown " \
+                             'is final for the process)', errno: -Errno::ESHUTDOWN::Errno)
+      end
+      return if bytes.nil?
+
+      current = Native.stats[:sampling_rate]
+      return if current == bytes
+
+      raise StateError.new("#{context}: the sampling rate is fixed once the profiler is " \
+                           "initialized: it is #{kib(current)} KiB, #{rate_kb} KiB was " \
+                           'asked for (pass sampling_rate_kb: nil to keep it)',
+                           errno: -Errno::EALREADY::Errno)
+    end
+
+    def rate_bytes(rate_kb, context)
+      unless rate_kb.is_a?(Numeric) && rate_kb.real? && rate_kb.positive? &&
+             rate_kb <= MAX_SAMPLING_RATE_KB && (rate_kb * 1024).round >= 1
+        raise Memprof::ArgumentError, "#{context}: sampling_rate_kb must be a number of KiB " \
+                                      "above 0 and up to #{MAX_SAMPLING_RATE_KB} " \
+                                      "(got #{rate_kb.inspect})"
+      end
+      (rate_kb * 1024).round
+    end
+
+    def kib(bytes)
+      (bytes % 1024).zero? ? bytes / 1024 : bytes / 1024.0
+    end
+
+    def object_slot_size
+      GC::INTERNAL_CONSTANTS.fetch(:RVALUE_SIZE, 40)
+    rescue NameError
+      40
+    end
+
+    # Raises for a negative library return code, with an optional hint per errno value.
+    def check(rc, context, hints = {})
+      return rc if rc >= 0
+
+      raise_error(rc, context, hints[rc])
+    end
+
+    # Maps a library return code to an exception; also called by the C extension.
+    def raise_error(rc, context, hint = nil)
+      errno = -rc
+      klass = case errno
+              when Errno::EBUSY::Errno, Errno::ENOTCONN::Errno, Errno::ESHUTDOWN::Errno,
+                   Errno::EALREADY::Errno
+                StateError
+              when Errno::EINVAL::Errno then Memprof::ArgumentError
+              when Errno::EOPNOTSUPP::Errno then UnsupportedError
+              else LibraryError
+              end
+      hint ||= case errno
+               when Errno::ENOTCONN::Errno
+                 'the profiler was never started (call Memprof.start first)'
+               when Errno::ESHUTDOWN::Errno
+                 'the profiler was shut down'
+               end
+      raise klass.new(error_message(rc, context, hint), errno: rc)
+    end
+
+    def error_message(rc, context, hint)
+      name = Errno.constants.find { |c| Errno.const_get(c)::Errno == -rc rescue false }
+      detail = "#{Native.strerror(rc)}#{name ? " (#{name})" : ''}"
+      hint ? "#{context}: #{hint}: #{detail}" : "#{context}: #{detail}"
+    end
+  end
+end

@@ -1,0 +1,205 @@
+# SPDX-License-Identifier: MIT
+# frozen_string_literal: true
+#
+# Memprof::Snapshot's Ruby half, and the values it hands out: Frame, Sample and Site. The C
+# extension defines the class and the scalar readers (live_samples, estimated_heap_bytes
+# with _low/_high, estimated_count with _low/_high, sampling_rate, timestamp_ns,
+# low_confidence?, site_count, release, released?); this file adds stacks as Frame structs
+# (resolved once per stack and cached), samples, sites, top_allocators and save.
+#
+# Estimates are plain Integers; the 95 % interval lives in separate _low/_high readers.
+# A snapshot is an immutable copy: it does not change when the program allocates, and its
+# memory (mapped by the library, outside Ruby's heap) is returned when it is garbage
+# collected or at once by #release.
+
+module Memprof
+  # One frame of a stack, leaf first. `ruby?` frames come from the Ruby VM (method, file,
+  # line; C methods have no file); the others are native (function, and file:line when the
+  # object has debug information; `module` is the loaded object's path).
+  Frame = Struct.new(:function, :file, :line, :module, :address, :flags, keyword_init: true) do
+    def ruby?
+      flags.anybits?(Native::FRAME_RUNTIME)
+    end
+
+    def inlined?
+      flags.anybits?(Native::FRAME_INLINED)
+    end
+
+    def unresolved?
+      flags.anybits?(Native::FRAME_UNRESOLVED)
+    end
+
+    # The stack was cut after this frame (it hit the maximum depth).
+    def truncated?
+      flags.anybits?(Native::FRAME_TRUNCATED)
+    end
+
+    # "file:line:in `method'" for Ruby frames, as in Ruby's backtraces; "function
+    # (file:line) [object]" for native ones.
+    def to_s
+      if ruby?
+        file ? "#{file}:#{line}:in `#{function}'" : "#{function} (C method)"
+      else
+        name = function || format('0x%x', address)
+        where = file ? " (#{file}:#{line})" : ''
+        obj = self.module ? " [#{File.basename(self.module)}]" : ''
+        "#{name}#{where}#{obj}"
+      end
+    end
+  end
+
+  # One live sampled allocation: its exact size, what it stands for (bytes / p(bytes) and
+  # 1 / p(bytes)), when it was made (CLOCK_MONOTONIC ns) and its stack.
+  Sample = Struct.new(:bytes, :estimated_bytes, :estimated_count, :timestamp_ns, :stack_id,
+                      :stack, keyword_init: true)
+
+  # A call site (one distinct stack): estimated live bytes with their interval, live
+  # allocations, and what it allocated in total while sampling was active.
+  Site = Struct.new(:stack_id, :stack, :live_samples, :estimated_bytes, :estimated_bytes_low,
+                    :estimated_bytes_high, :estimated_count, :alloc_samples, :alloc_bytes,
+                    :alloc_count, keyword_init: true)
+
+  class Snapshot
+    # Output formats of #save, by name (as everywhere in libmemprof).
+    FORMATS = {
+      pprof: Native::FORMAT_PPROF,
+      speedscope: Native::FORMAT_SPEEDSCOPE,
+      collapsed: Native::FORMAT_COLLAPSED,
+      text: Native::FORMAT_TEXT,
+      html: Native::FORMAT_HTML
+    }.freeze
+
+    # Native allocator entry points and wrappers: never "the allocator" of a site.
+    ALLOCATOR_FUNCTIONS = /\A(?:malloc|calloc|realloc|reallocarray|free|posix_memalign|
+                              aligned_alloc|memalign|valloc|pvalloc|ruby_x\w+|
+                              objspace_x\w+|rb_aligned_malloc|ruby_mimmalloc|
+                              rb_xmalloc_mul_add\w*|rb_alloc_tmp_buffer\w*)\z/x.freeze
+
+    # The sampling rate the samples were taken at, in KiB.
+    def sampling_rate_kb
+      rate = sampling_rate
+      (rate % 1024).zero? ? rate / 1024 : rate / 1024.0
+    end
+
+    # The frames of a stack (from a Sample or Site), leaf first, as a frozen Array of Frame.
+    def stack(stack_id)
+      @stacks ||= {}
+      @stacks[stack_id] ||= stack_raw(stack_id).map do |function, file, line, flags, mod, address, _|
+        Frame.new(function: function, file: file, line: line, module: mod, address: address,
+                  flags: flags).freeze
+      end.freeze
+    end
+
+    # Every live sample, as an Array of Sample (in no particular order).
+    def samples
+      Array.new(live_samples) do |i|
+        bytes, est_bytes, est_count, ts, stack_id = sample_raw(i)
+        Sample.new(bytes: bytes, estimated_bytes: est_bytes, estimated_count: est_count,
+                   timestamp_ns: ts, stack_id: stack_id, stack: stack(stack_id))
+      end
+    end
+
+    # Every call site, largest estimated live bytes first, as an Array of Site. Sites with
+    # nothing live are included (they show what was allocated and freed).
+    def sites
+      @sites ||= Array.new(site_count) do |i|
+        id, live, bytes, low, high, count, alloc_samples, alloc_bytes, alloc_count = site_raw(i)
+        Site.new(stack_id: id, stack: stack(id), live_samples: live, estimated_bytes: bytes,
+                 estimated_bytes_low: low, estimated_bytes_high: high, estimated_count: count,
+                 alloc_samples: alloc_samples, alloc_bytes: alloc_bytes,
+                 alloc_count: alloc_count).freeze
+      end.freeze
+    end
+
+    # The `n` code locations holding the most estimated live bytes, largest first, as
+    # Hashes: :function, :file, :line (the innermost Ruby frame with a file; else the
+    # innermost Ruby C-method frame; else the first native frame past the allocator),
+    # :estimated_bytes (Integer), :estimated_count, :live_samples, :sites (distinct
+    # stacks merged into this location) and :stack (the Frames of its largest site).
+    def top_allocators(n = 10)
+      unless n.is_a?(Integer) && n.positive?
+        raise Memprof::ArgumentError,
+              "Memprof::Snapshot#top_allocators: n must be a positive Integer (got #{n.inspect})"
+      end
+
+      groups = {}
+      sites.each do |site|
+        next if site.live_samples.zero?
+
+        frame = allocator_frame(site.stack)
+        key = frame ? [frame.function, frame.file, frame.line] : [nil, nil, 0]
+        g = groups[key] ||= { function: key[0], file: key[1], line: key[2], estimated_bytes: 0,
+                              estimated_count: 0, live_samples: 0, sites: 0, stack: site.stack }
+        g[:estimated_bytes] += site.estimated_bytes
+        g[:estimated_count] += site.estimated_count
+        g[:live_samples] += site.live_samples
+        g[:sites] += 1 # sites come largest first: :stack is the largest one's
+      end
+      groups.values.sort_by { |g| -g[:estimated_bytes] }.first(n)
+    end
+
+    # Writes the snapshot to `path` (String or Pathname). `format:` is :pprof, :speedscope,
+    # :collapsed, :text or :html (or the same as Strings); nil chooses by the extension
+    # (.pb.gz, .json, .folded/.collapsed, .txt, .html; text otherwise). The file is written
+    # to a temporary name and renamed (mode 0600). Returns path. Raises Memprof::IOError when
+    # the file cannot be written, Memprof::ArgumentError for an unknown format.
+    def save(path, format: nil)
+      path = path.to_path if path.respond_to?(:to_path)
+      unless path.is_a?(String) && !path.empty?
+        raise Memprof::ArgumentError,
+              "Memprof::Snapshot#save: path must be a non-empty String (got #{path.inspect})"
+      end
+      fmt = format_code(format)
+      rc = write_raw(path, fmt)
+      return path if rc >= 0
+
+      context = "Memprof::Snapshot#save(#{path.inspect})"
+      case -rc
+      when Errno::EINVAL::Errno, Errno::ENOMEM::Errno, Errno::EOPNOTSUPP::Errno,
+           Errno::ESHUTDOWN::Errno
+        Memprof.send(:raise_error, rc, context)
+      else
+        raise Memprof::IOError.new(Memprof.send(:error_message, rc, context, 'cannot write'),
+                                   errno: rc)
+      end
+    end
+
+    # The whole-heap figures as a Hash.
+    def to_h
+      { live_samples: live_samples, estimated_heap_bytes: estimated_heap_bytes,
+        estimated_heap_bytes_low: estimated_heap_bytes_low,
+        estimated_heap_bytes_high: estimated_heap_bytes_high,
+        estimated_count: estimated_count, estimated_count_low: estimated_count_low,
+        estimated_count_high: estimated_count_high, sampling_rate_kb: sampling_rate_kb,
+        timestamp_ns: timestamp_ns, low_confidence: low_confidence? }
+    end
+
+    def inspect
+      return "#<#{self.class} released>" if released?
+
+      "#<#{self.class} live_samples=#{live_samples} estimated_heap_bytes=" \
+        "#{estimated_heap_bytes} (#{estimated_heap_bytes_low}..#{estimated_heap_bytes_high}) " \
+        "sampling_rate_kb=#{sampling_rate_kb}>"
+    end
+
+    private
+
+    def format_code(format)
+      return Native::FORMAT_AUTO if format.nil?
+
+      code = FORMATS[format.to_sym] if format.is_a?(Symbol) || format.is_a?(String)
+      return code if code
+
+      raise Memprof::ArgumentError,
+            "Memprof::Snapshot#save: unknown format #{format.inspect} (expected one of " \
+            "#{FORMATS.keys.map(&:inspect).join(', ')}, or nil to choose by the extension)"
+    end
+
+    def allocator_frame(stack)
+      stack.find { |f| f.ruby? && f.file } ||
+        stack.find(&:ruby?) ||
+        stack.find { |f| f.function && !ALLOCATOR_FUNCTIONS.match?(f.function) } ||
+        stack.first
+    end
+  end
+end
