@@ -94,6 +94,8 @@ def _split(argv: Sequence[str]) -> Tuple[List[str], Optional[str], Optional[str]
             opts += [a[:2], a[2:]]
             i += 1
             continue
+        if a in ("-h", "--help"):
+            return opts + [a], None, None, []
         if name in _FLAG_OPTIONS:
             opts.append(a)
             i += 1
@@ -169,6 +171,7 @@ def run(argv: Sequence[str]) -> int:
     if ns.help:
         sys.stdout.write(USAGE)
         return 0
+    assert script is not None or module is not None
     rate_text = ns.rate or os.environ.get("MEMPROF_RATE") or "512K"
     rate = parse_rate(rate_text)
     fmt = ns.format

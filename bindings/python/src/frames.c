@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The Python frame source (memprof/runtime.h): when the sampler takes a sample on a thread
- * that holds the GIL, capture() walks that thread's interpreter frames and turns each into
+ * that runs Python code, capture() walks that thread's interpreter frames and turns each into
  * an id; at snapshot time resolve() turns an id back into function (co_qualname), file
  * (co_filename) and line, and is_eval_frame() tells the resolver which native frames are
  * CPython's eval loop, to be replaced by these frames ("trim and sandwich").
@@ -20,22 +20,35 @@
  * struct layout it is compiled against is the one it runs with; other versions are refused
  * at compile time below.
  *
- * Ids. A frame's id is (index << 1) | is_entry, where index names an interned (code object,
- * line) pair. Two open-addressing tables map (code, instruction offset) -> pair and
- * (code, line) -> pair, so a capture in the steady state costs one probe per frame and no
- * line-table walk. The pairs hold a strong reference to their code object for the life of
- * the process (code objects are small and their number is bounded by the program's source),
- * so ids stay resolvable and code pointers are never reused while interned. All tables live
- * in mmap'ed memory: capture() never calls malloc or the Python allocator.
+ * Which thread, and the GIL. capture() walks the frames of the *calling thread's own* thread
+ * state (PyGILState_GetThisThreadState(), a thread-specific-data read), with or without the
+ * GIL. Holding the GIL is not needed for that walk: a thread's frame chain, and the code
+ * objects its frames hold references to, change only when that thread itself runs Python
+ * code, which it cannot do while it is inside this allocation. This matters because C code
+ * often allocates with the GIL released (numpy's calloc of large arrays, sqlite3 while it
+ * runs a statement, compression libraries): those allocations still get their Python caller.
+ * Nothing else of the interpreter is touched without the GIL; during interpreter
+ * finalization (when thread states of daemon threads are freed) capture() returns nothing.
  *
- * Threads. capture() and the interning tables run only on the thread holding the GIL, which
- * serializes them. resolve() may run on any thread without the GIL (the preload plugin's
- * dump thread or exit-time writer): it reads only published pairs (an append-only chunked
- * array, published with release stores) and strings that the code objects keep alive. The
- * UTF-8 names are read without allocating when the strings are compact ASCII (almost always);
- * other names are converted the first time resolve() runs with the GIL held (memprof.*
- * always holds it), and a resolve without the GIL before that shows "[python frame]" (the
- * library caches resolved stacks, so that label then sticks for that stack).
+ * Ids. A frame's id is (index << 1) | is_entry, where index names an interned (code object,
+ * line) pair. Interning copies the code object's qualified name and file name (as UTF-8,
+ * encoded here without allocating) into an arena of our own, so resolve() never touches a
+ * Python object and works on any thread, with or without the GIL (the preload plugin's dump
+ * thread and exit-time writer resolve too). Lookup tables map a code object's address to its
+ * copied names (`struct code`), (code, instruction offset) to a pair (the steady-state path:
+ * one probe, no line-table walk) and (code, line) to a pair. A code object's address is a
+ * stable key only while the object lives, so a code record is *pinned* (a strong reference
+ * to the code object, for the life of the process) whenever the capturing thread holds the
+ * GIL, the only time its reference count may be touched. Records created without the GIL are
+ * unpinned until a capture with the GIL sees them: until then a lookup checks that the object
+ * at that address still matches the record (first line, line-table size, and the lengths and
+ * hashes of both names) and starts a new record when it does not.
+ *
+ * Concurrency. Lookups and inserts run under one mutex, taken once per capture (not per
+ * frame); nothing inside allocates (tables, pairs and strings live in mmap'ed memory), takes
+ * another lock, or waits for the GIL, so an allocating thread cannot deadlock on it. Pairs
+ * and their strings are published with release stores and are immutable afterwards, so
+ * resolve() reads them without the lock.
  *
  * Corner case, documented rather than handled: while a frame is being cleared CPython drops
  * its reference to the code object last; if that drop frees the code object and a weakref
@@ -55,19 +68,114 @@
 #undef Py_BUILD_CORE
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
 
-/* ---- interned (code, line) pairs ---------------------------------------------------------- */
+static void *map_zeroed(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* everything below but resolve() */
+
+/* ---- the string arena --------------------------------------------------------------------- */
+
+#define ARENA_CHUNK (256u << 10)
+#define MAX_NAME 1024u /* longer names are cut (at a character boundary) */
+
+static char *arena_next, *arena_end;
+
+static char *arena_alloc(size_t n)
+{
+    if ((size_t)(arena_end - arena_next) < n) {
+        char *c = map_zeroed(ARENA_CHUNK);
+        if (!c)
+            return NULL;
+        arena_next = c;
+        arena_end = c + ARENA_CHUNK;
+    }
+    char *p = arena_next;
+    arena_next += n;
+    return p;
+}
+
+/* Encodes a str as UTF-8 into buf (NUL-terminated, cut at cap - 1 bytes) without allocating.
+ * Lone surrogates become U+FFFD. Returns the length, or 0 for anything but a ready str. */
+static size_t utf8_encode(PyObject *s, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (!s || !PyUnicode_Check(s) || !PyUnicode_IS_READY(s))
+        return 0;
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    size_t o = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        char b[4];
+        size_t len;
+        if (c >= 0xD800 && c <= 0xDFFF)
+            c = 0xFFFD;
+        if (c < 0x80) {
+            b[0] = (char)c;
+            len = 1;
+        } else if (c < 0x800) {
+            b[0] = (char)(0xC0 | (c >> 6));
+            b[1] = (char)(0x80 | (c & 0x3F));
+            len = 2;
+        } else if (c < 0x10000) {
+            b[0] = (char)(0xE0 | (c >> 12));
+            b[1] = (char)(0x80 | ((c >> 6) & 0x3F));
+            b[2] = (char)(0x80 | (c & 0x3F));
+            len = 3;
+        } else {
+            b[0] = (char)(0xF0 | (c >> 18));
+            b[1] = (char)(0x80 | ((c >> 12) & 0x3F));
+            b[2] = (char)(0x80 | ((c >> 6) & 0x3F));
+            b[3] = (char)(0x80 | (c & 0x3F));
+            len = 4;
+        }
+        if (o + len >= cap)
+            break;
+        memcpy(buf + o, b, len);
+        o += len;
+    }
+    buf[o] = '\0';
+    return o;
+}
+
+static const char *arena_copy(PyObject *s)
+{
+    char buf[MAX_NAME];
+    size_t n = utf8_encode(s, buf, sizeof buf);
+    if (n == 0)
+        return NULL;
+    char *p = arena_alloc(n + 1);
+    if (p)
+        memcpy(p, buf, n + 1);
+    return p;
+}
+
+/* ---- code records and (code, line) pairs -------------------------------------------------- */
+
+struct code {
+    uintptr_t addr;        /* the code object's address: a key, never dereferenced here */
+    const char *function;  /* co_qualname, UTF-8 in the arena (NULL if not a str) */
+    const char *file;      /* co_filename, likewise */
+    bool pinned;           /* we hold a strong reference to the code object */
+    /* what a lookup of an unpinned record checks against the object now at addr */
+    int firstlineno;
+    Py_ssize_t linetable_size, name_len, file_len;
+    Py_hash_t name_hash, file_hash;
+};
 
 struct pair {
-    PyCodeObject *code;            /* strong reference, never released */
+    const struct code *code;
     uint32_t line;
-    uint32_t reserved;
-    _Atomic(const char *) function; /* UTF-8 co_qualname, NULL until known */
-    _Atomic(const char *) file;     /* UTF-8 co_filename, NULL until known */
 };
 
 #define CHUNK_BITS 12u
@@ -79,11 +187,8 @@ static _Atomic(struct pair *) chunks[MAX_CHUNKS];
 static _Atomic uint32_t npairs = 1; /* index 0 is reserved */
 static _Atomic uint64_t eval_matches;
 
-static void *map_zeroed(size_t bytes)
-{
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
+static struct code *code_chunk;
+static size_t code_chunk_left;
 
 static struct pair *pair_at(uint32_t index)
 {
@@ -91,21 +196,60 @@ static struct pair *pair_at(uint32_t index)
     return c ? &c[index & (CHUNK_SIZE - 1)] : NULL;
 }
 
-/* The UTF-8 text of a str object without allocating, or NULL: compact ASCII strings store
- * it inline; others only once something has asked for (and cached) their UTF-8 form. */
-static const char *utf8_noalloc(PyObject *s)
+static Py_ssize_t str_len(PyObject *s)
 {
-    if (!s || !PyUnicode_Check(s) || !PyUnicode_IS_READY(s))
-        return NULL;
-    if (PyUnicode_IS_COMPACT_ASCII(s))
-        return (const char *)PyUnicode_DATA(s);
-    if (PyUnicode_IS_COMPACT(s))
-        return ((PyCompactUnicodeObject *)s)->utf8;
-    return NULL;
+    return s && PyUnicode_Check(s) && PyUnicode_IS_READY(s) ? PyUnicode_GET_LENGTH(s) : -1;
 }
 
-/* Appends a pair (GIL held). Returns its index or UNKNOWN_PAIR. */
-static uint32_t pair_add(PyCodeObject *code, int line)
+static Py_hash_t str_hash(PyObject *s)
+{
+    return s && PyUnicode_Check(s) ? ((PyASCIIObject *)s)->hash : -1;
+}
+
+/* Whether the code object now at rec->addr is (as far as we can tell) the one recorded. */
+static bool code_matches(const struct code *rec, PyCodeObject *co)
+{
+    if (rec->pinned)
+        return true;
+    if (rec->firstlineno != co->co_firstlineno ||
+        rec->linetable_size != PyBytes_GET_SIZE(co->co_linetable) ||
+        rec->name_len != str_len(co->co_qualname) || rec->file_len != str_len(co->co_filename))
+        return false;
+    Py_hash_t h = str_hash(co->co_qualname);
+    if (h != -1 && rec->name_hash != -1 && h != rec->name_hash)
+        return false;
+    h = str_hash(co->co_filename);
+    return h == -1 || rec->file_hash == -1 || h == rec->file_hash;
+}
+
+static struct code *code_new(PyCodeObject *co, bool gil)
+{
+    if (code_chunk_left == 0) {
+        code_chunk = map_zeroed(CHUNK_SIZE * sizeof *code_chunk);
+        if (!code_chunk)
+            return NULL;
+        code_chunk_left = CHUNK_SIZE;
+    }
+    struct code *rec = code_chunk++;
+    code_chunk_left--;
+    rec->addr = (uintptr_t)co;
+    rec->function = arena_copy(co->co_qualname);
+    rec->file = arena_copy(co->co_filename);
+    rec->firstlineno = co->co_firstlineno;
+    rec->linetable_size = PyBytes_GET_SIZE(co->co_linetable);
+    rec->name_len = str_len(co->co_qualname);
+    rec->file_len = str_len(co->co_filename);
+    rec->name_hash = str_hash(co->co_qualname);
+    rec->file_hash = str_hash(co->co_filename);
+    if (gil) {
+        Py_INCREF(co);
+        rec->pinned = true;
+    }
+    return rec;
+}
+
+/* Appends a pair. Returns its index or UNKNOWN_PAIR. */
+static uint32_t pair_add(const struct code *rec, int line)
 {
     uint32_t index = atomic_load_explicit(&npairs, memory_order_relaxed);
     uint32_t c = index >> CHUNK_BITS;
@@ -119,21 +263,18 @@ static uint32_t pair_add(PyCodeObject *code, int line)
         atomic_store_explicit(&chunks[c], chunk, memory_order_release);
     }
     struct pair *p = &chunk[index & (CHUNK_SIZE - 1)];
-    Py_INCREF(code);
-    p->code = code;
+    p->code = rec;
     p->line = line > 0 ? (uint32_t)line : 0;
-    atomic_store_explicit(&p->function, utf8_noalloc(code->co_qualname), memory_order_relaxed);
-    atomic_store_explicit(&p->file, utf8_noalloc(code->co_filename), memory_order_relaxed);
     atomic_store_explicit(&npairs, index + 1, memory_order_release);
     return index;
 }
 
-/* ---- lookup tables (GIL held) ------------------------------------------------------------- */
+/* ---- lookup tables ------------------------------------------------------------------------ */
 
 struct slot {
-    uintptr_t code; /* 0 = empty */
-    int32_t key2;   /* instruction offset or line */
-    uint32_t index; /* the pair */
+    uintptr_t key1; /* 0 = empty */
+    intptr_t key2;
+    uintptr_t value;
 };
 
 struct table {
@@ -142,23 +283,24 @@ struct table {
     size_t used;
 };
 
-static struct table by_offset; /* (code, instruction offset) -> pair */
-static struct table by_line;   /* (code, line) -> pair */
+static struct table by_code;   /* code address -> struct code * */
+static struct table by_offset; /* (code address, instruction offset) -> pair index */
+static struct table by_line;   /* (struct code *, line) -> pair index */
 
-static size_t hash2(uintptr_t code, int32_t key2)
+static size_t hash2(uintptr_t key1, intptr_t key2)
 {
-    uint64_t h = (uint64_t)code * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uint32_t)key2;
+    uint64_t h = (uint64_t)key1 * 0x9E3779B97F4A7C15ull ^ (uint64_t)key2;
     h ^= h >> 29;
     h *= 0xBF58476D1CE4E5B9ull;
     h ^= h >> 32;
     return (size_t)h;
 }
 
-static struct slot *table_find(struct table *t, uintptr_t code, int32_t key2)
+static struct slot *table_find(struct table *t, uintptr_t key1, intptr_t key2)
 {
-    for (size_t i = hash2(code, key2) & t->mask;; i = (i + 1) & t->mask) {
+    for (size_t i = hash2(key1, key2) & t->mask;; i = (i + 1) & t->mask) {
         struct slot *s = &t->slots[i];
-        if (s->code == 0 || (s->code == code && s->key2 == key2))
+        if (s->key1 == 0 || (s->key1 == key1 && s->key2 == key2))
             return s;
     }
 }
@@ -175,8 +317,8 @@ static bool table_reserve(struct table *t)
     struct table n = {slots, cap - 1, 0};
     for (size_t i = 0; t->mask && i <= t->mask; i++) {
         const struct slot *s = &t->slots[i];
-        if (s->code) {
-            *table_find(&n, s->code, s->key2) = *s;
+        if (s->key1) {
+            *table_find(&n, s->key1, s->key2) = *s;
             n.used++;
         }
     }
@@ -186,76 +328,97 @@ static bool table_reserve(struct table *t)
     return true;
 }
 
-/* The pair of (code, instruction offset): one probe when seen before. */
-static uint32_t intern(PyCodeObject *code, int lasti)
+/* The record of a code object, checked or created (lock held). */
+static const struct code *code_of(PyCodeObject *co, bool gil)
 {
-    uintptr_t key = (uintptr_t)code;
+    uintptr_t key = (uintptr_t)co;
+    struct slot *s = table_find(&by_code, key, 0);
+    if (s->key1) {
+        struct code *rec = (struct code *)s->value;
+        if (code_matches(rec, co)) {
+            if (!rec->pinned && gil) {
+                Py_INCREF(co);
+                rec->pinned = true;
+            }
+            return rec;
+        }
+        /* A different code object now lives at this address: a new record replaces the
+         * slot's value (the old one stays valid for ids that already use it). */
+        struct code *fresh = code_new(co, gil);
+        if (fresh)
+            s->value = (uintptr_t)fresh;
+        return fresh;
+    }
+    if (!table_reserve(&by_code))
+        return NULL;
+    struct code *rec = code_new(co, gil);
+    if (rec) {
+        *table_find(&by_code, key, 0) = (struct slot){key, 0, (uintptr_t)rec};
+        by_code.used++;
+    }
+    return rec;
+}
+
+/* The pair of (code, instruction offset) (lock held): two probes when seen before. */
+static uint32_t intern(PyCodeObject *co, int lasti, bool gil)
+{
+    const struct code *rec = code_of(co, gil);
+    if (!rec)
+        return UNKNOWN_PAIR;
+    uintptr_t key = (uintptr_t)co;
     if (by_offset.mask) {
         struct slot *s = table_find(&by_offset, key, lasti);
-        if (s->code)
-            return s->index;
+        if (s->key1) {
+            struct pair *p = pair_at((uint32_t)s->value);
+            if (p && p->code == rec)
+                return (uint32_t)s->value;
+        }
     }
     if (!table_reserve(&by_offset) || !table_reserve(&by_line))
         return UNKNOWN_PAIR;
     /* PyCode_Addr2Line walks the line table without allocating; a negative offset (a frame
      * that has not run its first instruction) gives co_firstlineno. */
-    int line = PyCode_Addr2Line(code, lasti < 0 ? -1 : lasti * (int)sizeof(_Py_CODEUNIT));
-    struct slot *ls = table_find(&by_line, key, line);
-    if (!ls->code) {
-        uint32_t index = pair_add(code, line);
+    int line = PyCode_Addr2Line(co, lasti < 0 ? -1 : lasti * (int)sizeof(_Py_CODEUNIT));
+    struct slot *ls = table_find(&by_line, (uintptr_t)rec, line);
+    if (!ls->key1) {
+        uint32_t index = pair_add(rec, line);
         if (index == UNKNOWN_PAIR)
             return UNKNOWN_PAIR;
-        *ls = (struct slot){key, line, index};
+        *ls = (struct slot){(uintptr_t)rec, line, index};
         by_line.used++;
     }
     struct slot *os = table_find(&by_offset, key, lasti);
-    *os = (struct slot){key, lasti, ls->index};
-    by_offset.used++;
-    return ls->index;
+    if (!os->key1)
+        by_offset.used++;
+    *os = (struct slot){key, lasti, ls->value};
+    return (uint32_t)ls->value;
 }
 
 /* ---- the callbacks ------------------------------------------------------------------------ */
 
-/* True if the calling thread holds the GIL: the interpreter's current thread state (the GIL
- * holder's, a process-wide value in 3.11) is this thread's own. Neither call allocates.
- * (PyGILState_Check() is not enough: it answers 1 whenever its check is disabled.) */
-static bool holds_gil(void)
-{
-    PyThreadState *current = _PyThreadState_UncheckedGet();
-    return current && current == PyGILState_GetThisThreadState();
-}
-
 static unsigned capture(void *ctx, uint64_t *ids, unsigned max)
 {
     (void)ctx;
-    if (!holds_gil())
+    PyThreadState *ts = PyGILState_GetThisThreadState();
+    if (!ts || _Py_IsFinalizing())
         return 0;
-    PyThreadState *ts = _PyThreadState_UncheckedGet();
+    /* The interpreter's current thread state is the GIL holder's (a process-wide value in
+     * 3.11): ours means this thread holds the GIL and may touch reference counts. */
+    bool gil = _PyThreadState_UncheckedGet() == ts;
     _PyInterpreterFrame *f = ts->cframe ? ts->cframe->current_frame : NULL;
+    if (!f)
+        return 0;
     unsigned n = 0;
+    pthread_mutex_lock(&lock);
     for (; f && n < max; f = f->previous) {
-        PyCodeObject *code = f->f_code;
-        if (!code)
+        PyCodeObject *co = f->f_code;
+        if (!co)
             continue;
-        int lasti = (int)(f->prev_instr - _PyCode_CODE(code));
-        ids[n++] = ((uint64_t)intern(code, lasti) << 1) | (f->is_entry ? 1u : 0u);
+        int lasti = (int)(f->prev_instr - _PyCode_CODE(co));
+        ids[n++] = ((uint64_t)intern(co, lasti, gil) << 1) | (f->is_entry ? 1u : 0u);
     }
+    pthread_mutex_unlock(&lock);
     return n;
-}
-
-/* The UTF-8 text of a str, allocating if needed (GIL held); never leaves an exception. */
-static const char *utf8_with_gil(PyObject *s)
-{
-    const char *text = utf8_noalloc(s);
-    if (text || !s || !PyUnicode_Check(s))
-        return text;
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    text = PyUnicode_AsUTF8(s);
-    if (!text)
-        PyErr_Clear();
-    PyErr_Restore(type, value, tb);
-    return text;
 }
 
 static int resolve(void *ctx, uint64_t id, memprof_runtime_frame *out)
@@ -264,27 +427,10 @@ static int resolve(void *ctx, uint64_t id, memprof_runtime_frame *out)
     uint64_t index = id >> 1;
     if (index >= atomic_load_explicit(&npairs, memory_order_acquire))
         return -1;
-    struct pair *p = index == UNKNOWN_PAIR ? NULL : pair_at((uint32_t)index);
-    const char *function = NULL, *file = NULL;
-    uint32_t line = 0;
-    if (p) {
-        function = atomic_load_explicit(&p->function, memory_order_relaxed);
-        file = atomic_load_explicit(&p->file, memory_order_relaxed);
-        if ((!function || !file) && holds_gil()) {
-            if (!function) {
-                function = utf8_with_gil(p->code->co_qualname);
-                atomic_store_explicit(&p->function, function, memory_order_relaxed);
-            }
-            if (!file) {
-                file = utf8_with_gil(p->code->co_filename);
-                atomic_store_explicit(&p->file, file, memory_order_relaxed);
-            }
-        }
-        line = p->line;
-    }
-    out->function = function ? function : "[python frame]";
-    out->file = file;
-    out->line = line;
+    const struct pair *p = index == UNKNOWN_PAIR ? NULL : pair_at((uint32_t)index);
+    out->function = p && p->code->function ? p->code->function : "[python frame]";
+    out->file = p ? p->code->file : NULL;
+    out->line = p ? p->line : 0;
     out->flags = (id & 1) ? MEMPROF_RUNTIME_FRAME_ENTRY : 0;
     return 0;
 }
@@ -311,8 +457,11 @@ int mp_frames_register(void)
 {
     if (source_id >= 0)
         return source_id;
-    /* Reserve the first tables now, outside any allocation hook. */
-    if (!table_reserve(&by_offset) || !table_reserve(&by_line))
+    /* Map the first tables now, outside any allocation hook. */
+    pthread_mutex_lock(&lock);
+    bool ok = table_reserve(&by_code) && table_reserve(&by_offset) && table_reserve(&by_line);
+    pthread_mutex_unlock(&lock);
+    if (!ok)
         return -ENOMEM;
     memprof_frame_source src = {
         .size = sizeof src,

@@ -1,0 +1,149 @@
+# SPDX-License-Identifier: MIT
+"""Mixed Python/native stacks: Python frames (qualified function, file, line) take the place
+of CPython's eval loop between the native frames of C extensions and of the interpreter
+("trim and sandwich"), one group per eval-loop invocation when Python calls C calls Python;
+generators, methods, exec'd code and deep recursion; and extension modules imported after
+start() (their allocations must be hooked too)."""
+
+from conftest import PROLOGUE
+
+MIXED = PROLOGUE + """
+import numpy as np
+
+class Builder:
+    def build(self):
+        return np.ones(16 << 20, dtype=np.uint8)          # LINE_BUILD
+
+def inner(i):
+    return bytearray(4 << 20)                            # LINE_INNER
+
+def outer():
+    return list(map(inner, range(4)))                    # LINE_OUTER
+
+def gen():
+    for _ in range(2):
+        yield bytearray(4 << 20)                         # LINE_GEN
+
+def deep(n):
+    if n == 0:
+        return bytearray(4 << 20)                        # LINE_DEEP
+    return deep(n - 1)
+
+memprof.start(sampling_rate_kb=64)
+b = Builder().build()
+o = outer()
+g = list(gen())
+d = deep(300)
+e = {}
+exec("e['x'] = bytearray(4 << 20)", {"e": e})
+
+snap = memprof.get_snapshot()
+def stack_with(fn):
+    for s in snap.top_allocators(50, user_code=False):
+        for f in s.stack:
+            if f.is_python and f.function == fn:
+                return [(f.function, f.filename, f.lineno, f.is_python, f.module)
+                        for f in s.stack]
+    return None
+
+emit(dict(
+    build=stack_with("Builder.build"), inner=stack_with("inner"), gen=stack_with("gen"),
+    deep=stack_with("deep"), exec=stack_with("<module>") and [
+        [(f.function, f.filename, f.lineno, f.is_python) for f in s.stack]
+        for s in snap.top_allocators(50) if s.file == "<string>"],
+    sites={s.function: [s.file, s.line] for s in snap.top_allocators(50)},
+    eval_replaced=memprof.get_stats().raw["python_eval_frames_replaced"],
+))
+"""
+
+
+def _line(code, marker):
+    return next(i for i, l in enumerate(code.splitlines(), 1) if marker in l)
+
+
+def _python(stack):
+    return [f[0] for f in stack if f[3]]
+
+
+def test_mixed_stacks(backend, tmp_path):
+    r = backend.json(MIXED, name="mixed.py")
+    script = str(tmp_path / "mixed.py")
+    assert r["eval_replaced"] > 0
+
+    build = r["build"]
+    assert build, r["sites"]
+    names = [f[0] for f in build]
+    i = names.index("Builder.build")
+    assert build[i][1] == script and build[i][2] == _line(MIXED, "LINE_BUILD")
+    # numpy's native frames are leaf-side of the Python frame; the interpreter's entry
+    # points root-side; no eval-loop frame is left.
+    assert any(f[4] and "numpy" in f[4] for f in build[:i]), names
+    assert not any(f[3] for f in build[:i] if f[4] and "numpy" in f[4])
+    assert "PyEval_EvalCode" in names[i:] or "Py_RunMain" in names[i:], names
+    assert "_PyEval_EvalFrameDefault" not in names
+    assert _python(build)[-1] == "<module>"
+
+    # Python -> C (map, list) -> Python: inner's group sits in the inner eval frame, with
+    # native frames between it and outer's group.
+    inner = r["inner"]
+    names = [f[0] for f in inner]
+    ii, io = names.index("inner"), names.index("outer")
+    assert ii < io
+    assert any(not f[3] for f in inner[ii + 1:io]), names
+    assert inner[ii][2] == _line(MIXED, "LINE_INNER")
+    assert inner[io][2] == _line(MIXED, "LINE_OUTER")
+
+    gen = r["gen"]
+    assert gen and _python(gen)[0] == "gen"
+    assert gen[[f[0] for f in gen].index("gen")][2] == _line(MIXED, "LINE_GEN")
+
+    # 300 recursive calls: the capture keeps the innermost frames (128 at most).
+    deep = r["deep"]
+    assert deep and _python(deep)[0] == "deep"
+    assert 100 <= _python(deep).count("deep") <= 128
+
+    # exec'd code is attributed to "<string>", a user-code file.
+    assert r["sites"].get("<module>", [None])[0] in ("<string>", script)
+    assert any(site[0] == "<string>" for site in r["sites"].values())
+
+    assert r["sites"]["Builder.build"] == [script, _line(MIXED, "LINE_BUILD")]
+    assert r["sites"]["inner"] == [script, _line(MIXED, "LINE_INNER")]
+
+
+LATE_IMPORT = PROLOGUE + """
+assert "numpy" not in sys.modules and "_sqlite3" not in sys.modules
+memprof.start(sampling_rate_kb=64)
+import numpy as np                      # loaded after start
+import sqlite3
+
+def make_zeros():
+    return np.zeros(32 << 20, dtype=np.uint8)          # calloc inside numpy
+
+def make_empty():
+    return np.empty(24 << 20, dtype=np.uint8)          # malloc inside numpy
+
+def make_db():
+    db = sqlite3.connect(":memory:")
+    db.execute("create table t(x)")
+    db.executemany("insert into t values (?)", ((b"x" * 1000,) for _ in range(20000)))
+    db.commit()
+    return db
+
+a = make_zeros()
+b = make_empty()
+db = make_db()
+snap = memprof.get_snapshot()
+by_function = {}
+for s in snap.top_allocators(50):      # one site per line: add up a function's lines
+    by_function[s.function] = by_function.get(s.function, 0) + s.estimated_bytes
+emit(by_function)
+"""
+
+
+def test_late_import_of_extension_modules(backend):
+    r = backend.json(LATE_IMPORT, name="late.py")
+    MIB = 1 << 20
+    assert 0.9 * 32 * MIB <= r.get("make_zeros", 0) <= 1.1 * 32 * MIB, r
+    assert 0.9 * 24 * MIB <= r.get("make_empty", 0) <= 1.1 * 24 * MIB, r
+    # sqlite3's pages come from its own malloc calls in libsqlite3 (20 MB of rows).
+    assert r.get("make_db", 0) >= 10 * MIB, r

@@ -1,0 +1,89 @@
+# SPDX-License-Identifier: MIT
+"""Threads: Python frames are captured per thread (each thread's own stack, also when it
+allocates with the GIL released), estimates hold while several threads allocate and the
+main thread takes snapshots concurrently, and short-lived threads are harmless."""
+
+from conftest import PROLOGUE
+
+THREADS = PROLOGUE + """
+import threading
+import numpy as np
+
+N_THREADS = 4
+ROUNDS = 40
+BLOCK = 256 << 10
+barrier = threading.Barrier(N_THREADS + 1)
+kept = {}
+
+def worker_a(tag):
+    out = []
+    barrier.wait()
+    for _ in range(ROUNDS):
+        out.append(bytearray(BLOCK))                       # LINE_A
+        out.append([(i, tag) for i in range(200)])        # small objects, pymalloc
+    kept[tag] = out
+
+def worker_b(tag):
+    out = []
+    barrier.wait()
+    for _ in range(ROUNDS):
+        out.append(np.zeros(BLOCK, dtype=np.uint8))       # LINE_B: calloc without the GIL
+    kept[tag] = out
+
+started_early = threading.Thread(target=worker_a, args=("early",))
+started_early.start()                                      # before memprof.start()
+memprof.start(sampling_rate_kb=64)
+threads = [started_early] + [
+    threading.Thread(target=(worker_a, worker_b)[i % 2], args=(f"t{i}",))
+    for i in range(1, N_THREADS)
+]
+for t in threads[1:]:
+    t.start()
+barrier.wait()
+estimates = []
+while any(t.is_alive() for t in threads):
+    estimates.append(memprof.get_snapshot().estimated_heap_bytes)   # concurrently
+for t in threads:
+    t.join()
+
+# 200 short-lived threads that allocate and exit.
+def short():
+    kept.setdefault("short", []).append(bytearray(64 << 10))
+for _ in range(200):
+    t = threading.Thread(target=short)
+    t.start()
+    t.join()
+
+snap = memprof.get_snapshot()
+sites = [dict(function=s.function, file=s.file, line=s.line, bytes=s.estimated_bytes,
+              python=[f.function for f in s.stack if f.is_python])
+         for s in snap.top_allocators(30)]
+emit(dict(estimate=snap.estimated_heap_bytes, snapshots=len(estimates), sites=sites))
+"""
+
+
+def _line(marker):
+    return next(i for i, l in enumerate(THREADS.splitlines(), 1) if marker in l)
+
+
+def test_threads(backend, tmp_path):
+    r = backend.json(THREADS, name="threads.py")
+    script = str(tmp_path / "threads.py")
+    block = 256 << 10
+    by = {}
+    for s in r["sites"]:
+        by.setdefault((s["function"], s["line"]), s)
+    a = by.get(("worker_a", _line("LINE_A")))
+    b = by.get(("worker_b", _line("LINE_B")))
+    assert a and b, r["sites"]
+    assert a["file"] == script and b["file"] == script
+    # A thread's stack ends in threading's bootstrap, not in the main thread's frames.
+    assert a["python"][0] == "worker_a" and "Thread._bootstrap" in a["python"]
+    assert "<module>" not in a["python"]
+    assert b["python"][0] == "worker_b"
+    # worker_a ran in 2 threads (one started before memprof.start()), worker_b in 2.
+    truth = 2 * 40 * block
+    assert 0.85 * truth <= a["bytes"] <= 1.15 * truth, a["bytes"] / truth
+    assert 0.85 * truth <= b["bytes"] <= 1.15 * truth, b["bytes"] / truth
+    short = by.get(("short", next(s["line"] for s in r["sites"] if s["function"] == "short")))
+    assert 0.7 * 200 * (64 << 10) <= short["bytes"] <= 1.3 * 200 * (64 << 10)
