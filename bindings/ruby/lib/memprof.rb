@@ -231,8 +231,8 @@ module Memprof
 
     def error_message(rc, context, hint)
       name = Errno.constants.find { |c| Errno.const_get(c)::Errno == -rc rescue false }
-      detail = "#{Native.strerror(rc)}#{name ? " (#{name})" : ''}"
-      hint ? "#{context}: #{hint}: #{detail}" : "#{context}: #{detail}"
+      detail = "libmemprof: #{Native.strerror(rc)}#{name ? ", #{name}" : ''}"
+      "#{context}: #{hint || 'failed'} (#{detail})"
     end
   end
 end

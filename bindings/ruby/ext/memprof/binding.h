@@ -27,7 +27,7 @@ RUBY_FUNC_EXPORTED void Init_memprof_ext(void);
 /* ---- frames.c: the Ruby frame source ---- */
 
 /* Registers the frame source (once per process; later calls return the same id) and the
- * end-of-VM hook that stops capturing before the VM is torn down. Needs the GVL. Returns the
+ * exit finalizer that stops capturing before the VM is torn down. Needs the GVL. Returns the
  * source id (>= 0) or a negative errno value. */
 int mp_frames_init(void);
 

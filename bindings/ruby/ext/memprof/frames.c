@@ -35,10 +35,15 @@
  * the object's .eh_frame_hdr search table. If that fails, rb_vm_exec itself (one per
  * eval-loop invocation too) is the eval frame, recognized by name.
  *
- * End of the VM: after Ruby's end procs the VM frees its threads, and a capture would read
- * freed thread state. An end proc registered at load time stops capturing and resolves every
- * interned frame to C strings, so that exit-time profile dumps (the LD_PRELOAD plugin's)
- * still show Ruby frames.
+ * End of the VM: ruby_vm_destruct() frees the main thread's state before anything else, and
+ * a capture after that would read freed memory (ruby_thread_has_gvl_p() reads the thread
+ * through a thread-local pointer). Ruby's last hook with a working VM is the finalizer phase
+ * of exit (rb_objspace_call_finalizer(), after every end proc and at_exit block, after the
+ * other threads were killed, before the VM is torn down): a finalizer on an object that
+ * lives for the whole process stops capturing there and resolves every interned frame to C
+ * strings, so exit-time profile dumps (the LD_PRELOAD plugin's) still show Ruby frames. An
+ * end proc would be too early: at_exit blocks registered before the extension was loaded
+ * (minitest's autorun, for one) run after it.
  */
 #define _GNU_SOURCE
 #include "binding.h"
@@ -83,7 +88,7 @@ static atomic_flag table_lock = ATOMIC_FLAG_INIT;
 /* Counters (relaxed; read for Memprof.stats). */
 static atomic_ullong n_captures, n_no_gvl, n_in_gc, n_busy, n_after_vm, n_table_full;
 
-static atomic_int vm_gone; /* set by the end proc: no more captures */
+static atomic_int vm_gone; /* set by the exit finalizer: no more captures */
 
 static inline struct mp_entry *entry_at(uint32_t index)
 {
@@ -408,14 +413,18 @@ static int mp_is_eval_frame(void *ctx, const char *function, const char *module,
 
 /* ---- registration, end of VM, stats ------------------------------------------------------ */
 
-static void end_proc(VALUE arg)
+/* The exit finalizer (see the top of the file). Runs with the GVL, VM intact. */
+static VALUE vm_exit_finalizer(RB_BLOCK_CALL_FUNC_ARGLIST(yielded, arg))
 {
-    (void)arg;
+    (void)yielded, (void)arg, (void)argc, (void)argv, (void)blockarg;
     atomic_store_explicit(&vm_gone, 1, memory_order_release);
     uint32_t n = atomic_load_explicit(&entry_count, memory_order_acquire);
     for (uint32_t i = 0; i < n; i++)
         resolve_entry(entry_at(i));
+    return Qnil;
 }
+
+static VALUE exit_sentinel = Qnil; /* never collected: its finalizer runs at exit */
 
 static int source_id = -1;
 
@@ -438,7 +447,9 @@ int mp_frames_init(void)
     int rc = memprof_register_frame_source(&src);
     if (rc >= 0) {
         source_id = rc;
-        rb_set_end_proc(end_proc, Qnil);
+        rb_gc_register_address(&exit_sentinel);
+        exit_sentinel = rb_obj_alloc(rb_cObject);
+        rb_define_finalizer(exit_sentinel, rb_proc_new(vm_exit_finalizer, Qnil));
     }
     return rc;
 }

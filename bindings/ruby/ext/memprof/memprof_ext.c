@@ -188,8 +188,13 @@ static struct mp_snapshot *get_snapshot(VALUE self)
 {
     struct mp_snapshot *s;
     TypedData_Get_Struct(self, struct mp_snapshot, &snapshot_type, s);
-    if (!s->snap)
-        mp_raise(-ESHUTDOWN, "Memprof::Snapshot: this snapshot was released");
+    if (!s->snap) {
+        /* The binding's own state, not a library error: no errno. */
+        VALUE klass = rb_const_defined(mMemprof, rb_intern("StateError"))
+                          ? rb_const_get(mMemprof, rb_intern("StateError"))
+                          : rb_eRuntimeError;
+        rb_raise(klass, "Memprof::Snapshot: this snapshot was released (Snapshot#release)");
+    }
     return s;
 }
 

@@ -6,8 +6,9 @@
 # the standard exception a Ruby programmer would expect for its kind, so a bad argument is
 # still an ::ArgumentError and a failed write still an ::IOError. Messages name the call,
 # say what was wrong in words, and end with the library's own description
-# (memprof_strerror()) and errno name; #errno holds the library's negative errno return code
-# (nil when the binding itself rejected the call).
+# (memprof_strerror()) and errno name, e.g. "Memprof.stop: profiling is not active
+# (libmemprof: Not allowed in the profiler's current state, EBUSY)"; #errno holds the
+# library's negative errno return code (nil when the binding itself rejected the call).
 #
 #   Memprof::StateError        wrong lifecycle state: start while active, stop while not
 #                              active, snapshot before any start, anything after shutdown,
