@@ -229,7 +229,8 @@ MEMPROF_API void memprof_free_snapshot(memprof_snapshot *snapshot);
 
 /**
  * @brief **memprof_snapshot_live_samples()** returns the number of live samples.
- * @param snapshot a snapshot, or NULL (returns 0). Thread-safe. @since 1.0
+ * @param snapshot a snapshot, or NULL.
+ * @return the number of live samples in the snapshot; 0 for NULL. Thread-safe. @since 1.0
  */
 MEMPROF_API size_t memprof_snapshot_live_samples(const memprof_snapshot *snapshot);
 
@@ -239,7 +240,8 @@ MEMPROF_API size_t memprof_snapshot_live_samples(const memprof_snapshot *snapsho
  * The sum over live samples of `s / (1 - exp(-s / R))` for a sample of `s` bytes taken at
  * rate `R`: an unbiased estimate of all live bytes allocated while sampling was active.
  *
- * @param snapshot a snapshot, or NULL (returns 0). Thread-safe. @since 1.0
+ * @param snapshot a snapshot, or NULL.
+ * @return the estimated live bytes; 0 for NULL. Thread-safe. @since 1.0
  */
 MEMPROF_API uint64_t memprof_snapshot_estimated_bytes(const memprof_snapshot *snapshot);
 
@@ -312,7 +314,8 @@ typedef struct memprof_site_info {
 /**
  * @brief **memprof_snapshot_site_count()** returns the number of call sites in a snapshot:
  * every stack that has live samples or has allocated since init.
- * @param snapshot a snapshot, or NULL (returns 0). Thread-safe. @since 1.0
+ * @param snapshot a snapshot, or NULL.
+ * @return the number of sites; 0 for NULL. Thread-safe. @since 1.0
  */
 MEMPROF_API size_t memprof_snapshot_site_count(const memprof_snapshot *snapshot);
 

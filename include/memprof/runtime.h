@@ -60,6 +60,9 @@ typedef unsigned (*memprof_capture_fn)(void *ctx, uint64_t *ids, unsigned max);
 /**
  * @brief Resolves an id captured by memprof_capture_fn to a frame. Called on the thread
  * that resolves or exports a snapshot, never inside an allocation hook.
+ * @param ctx the source's `ctx`.
+ * @param id an id stored by the source's memprof_capture_fn.
+ * @param out the frame to fill, up to `out->size` bytes; its strings are copied.
  * @return 0 on success, negative if the id is unknown (shown as "[unknown runtime frame]").
  */
 typedef int (*memprof_resolve_fn)(void *ctx, uint64_t id, memprof_runtime_frame *out);
@@ -67,6 +70,7 @@ typedef int (*memprof_resolve_fn)(void *ctx, uint64_t id, memprof_runtime_frame 
 /**
  * @brief Says whether a resolved native frame is the interpreter's eval loop (e.g. Python's
  * `_PyEval_EvalFrameDefault`), to be replaced by interpreter frames.
+ * @param ctx the source's `ctx`.
  * @param function the native frame's function name, or NULL if unknown.
  * @param module path of the object containing the frame, or NULL.
  * @param pc the frame's address.
@@ -109,6 +113,7 @@ MEMPROF_API int memprof_register_frame_source(const memprof_frame_source *source
  * returns; afterwards their interpreter frames show as "[unknown runtime frame]". A capture
  * already running on another thread may still complete: keep `ctx` valid until those
  * threads have allocated again (or until exit).
+ * @param source_id the id memprof_register_frame_source() returned.
  * @return 0; `-EINVAL` for an unknown id. Thread-safe. @since 1.0
  */
 MEMPROF_API int memprof_unregister_frame_source(int source_id);
@@ -130,6 +135,7 @@ MEMPROF_API int memprof_report_alloc(uint64_t id, size_t size);
 /**
  * @brief **memprof_report_free()** reports that a block reported by memprof_report_alloc()
  * was freed. Tracked in the ACTIVE and STOPPED states.
+ * @param id the id given to memprof_report_alloc().
  * @return 1 if the block was sampled and is no longer live, 0 if it was not sampled;
  *         `-EINVAL` if id >= 2^63. Thread-safe. @since 1.0
  */

@@ -39,9 +39,9 @@ static _Atomic int resolve_state;
 static void die(const char *what)
 {
     static const char prefix[] = "memprof: cannot find the real allocator function ";
-    write(STDERR_FILENO, prefix, sizeof prefix - 1);
-    write(STDERR_FILENO, what, strlen(what));
-    write(STDERR_FILENO, "; aborting\n", 11);
+    (void)!write(STDERR_FILENO, prefix, sizeof prefix - 1);
+    (void)!write(STDERR_FILENO, what, strlen(what));
+    (void)!write(STDERR_FILENO, "; aborting\n", 11);
     abort();
 }
 
