@@ -17,6 +17,12 @@
 #
 # --objects also measures Memprof.start(objects: true) (Ruby object slots reported through
 # the VM's NEWOBJ/FREEOBJ hooks), as a third run in each round.
+#
+# --instructions counts instructions instead, under valgrind's cachegrind (no cache
+# simulation; about 40x slower, and deterministic to 0.01 % run to run): each mode runs the
+# warm-up alone and the warm-up plus the workload, and the ratio of the differences is the
+# instruction overhead of the workload. It misses cache effects, but not the noise of a
+# shared machine, where the timed ratios can swing by +-10 % from pair to pair.
 
 require 'optparse'
 require 'rbconfig'
@@ -53,11 +59,12 @@ def child(mode, iterations)
   puts t1 - t0
 end
 
-opts = { pairs: 11, rate: nil, objects: false, iterations: 60 }
+opts = { pairs: 11, objects: false, iterations: 60, instructions: false }
 OptionParser.new do |o|
   o.on('--pairs N', Integer, 'rounds of alternating runs (default 11)') { |v| opts[:pairs] = v }
   o.on('--iterations N', Integer, 'workload rounds per run (default 60)') { |v| opts[:iterations] = v }
   o.on('--objects', 'also measure objects: true') { opts[:objects] = true }
+  o.on('--instructions', 'count instructions with valgrind (deterministic)') { opts[:instructions] = true }
   o.on('--child MODE', %w[plain memprof objects]) { |v| opts[:child] = v }
 end.parse!
 
@@ -86,6 +93,24 @@ rescue StandardError => e
 end
 
 modes = opts[:objects] ? %w[plain memprof objects] : %w[plain memprof]
+
+if opts[:instructions]
+  iterations = [opts[:iterations], 20].min
+  irefs = lambda do |mode, n|
+    out = IO.popen(env, ['valgrind', '--tool=cachegrind', '--cache-sim=no',
+                         '--cachegrind-out-file=/dev/null', RbConfig.ruby, *includes, __FILE__,
+                         '--child', mode, '--iterations', n.to_s], err: %i[child out], &:read)
+    count = out[/I\s+refs:\s+([\d,]+)/, 1] or abort "ruby_overhead: valgrind failed:\n#{out}"
+    count.delete(',').to_i
+  end
+  work = modes.to_h { |m| [m, irefs.call(m, iterations) - irefs.call(m, 0)] }
+  modes.drop(1).each do |m|
+    puts format('ruby_overhead: instructions %s/plain = %.4f (%d workload rounds: %d vs %d)',
+                m, work[m].fdiv(work['plain']), iterations, work[m], work['plain'])
+  end
+  exit
+end
+
 times = modes.to_h { |m| [m, []] }
 opts[:pairs].times do |i|
   order = i.even? ? modes : modes.reverse # alternate which runs first
