@@ -62,16 +62,16 @@
 /* ---- the interned-frame table ----------------------------------------------------------- */
 
 #define MP_CHUNK_BITS 12
-#define MP_CHUNK (1u << MP_CHUNK_BITS) /* entries per chunk */
-#define MP_MAX_CHUNKS 256u             /* at most 1,048,576 distinct (frame, line) pairs */
+#define MP_CHUNK      (1u << MP_CHUNK_BITS) /* entries per chunk */
+#define MP_MAX_CHUNKS 256u                  /* at most 1,048,576 distinct (frame, line) pairs */
 
 struct mp_entry {
-    VALUE frame;          /* method entry or iseq from rb_profile_frames(); pinned */
-    int32_t line;         /* 0 for C-method frames */
-    uint32_t flags;       /* MEMPROF_RUNTIME_FRAME_ENTRY */
-    char *label;          /* set once resolved (malloc'ed, never freed) */
-    char *file;           /* NULL for C methods */
-    atomic_int resolved;  /* 1 once label/file are set (release) */
+    VALUE frame;         /* method entry or iseq from rb_profile_frames(); pinned */
+    int32_t line;        /* 0 for C-method frames */
+    uint32_t flags;      /* MEMPROF_RUNTIME_FRAME_ENTRY */
+    char *label;         /* set once resolved (malloc'ed, never freed) */
+    char *file;          /* NULL for C methods */
+    atomic_int resolved; /* 1 once label/file are set (release) */
 };
 
 /* Chunk pointers are written before the count that covers them is published. */
@@ -323,10 +323,18 @@ static int fde_cb(struct dl_phdr_info *info, size_t size, void *data)
         return 1;
     const uint8_t *hdr = (const uint8_t *)(info->dlpi_addr + eh->p_vaddr);
     size_t off = 4;
-    switch (hdr[1] & 0x0f) { /* eh_frame_ptr: skip it */
-    case 0x03: case 0x0b: off += 4; break; /* udata4, sdata4 */
-    case 0x00: case 0x04: case 0x0c: off += 8; break; /* absptr, udata8, sdata8 */
-    default: return 1;
+    switch (hdr[1] & 0x0f) { /* skip eh_frame_ptr, whatever its size */
+    case 0x03:               /* udata4 */
+    case 0x0b:               /* sdata4 */
+        off += 4;
+        break;
+    case 0x00: /* absptr */
+    case 0x04: /* udata8 */
+    case 0x0c: /* sdata8 */
+        off += 8;
+        break;
+    default:
+        return 1;
     }
     if (hdr[0] != 1 || hdr[2] != 0x03 || hdr[3] != 0x3b)
         return 1;
@@ -371,8 +379,7 @@ static void probe_eval_loop(void)
     void *exec = lib ? dlsym(lib, "rb_vm_exec") : NULL;
     const ElfW(Sym) *sym = NULL;
     Dl_info einfo;
-    if (!exec || !dladdr1(exec, &einfo, (void **)&sym, RTLD_DL_SYMENT) || !sym ||
-        !sym->st_size) {
+    if (!exec || !dladdr1(exec, &einfo, (void **)&sym, RTLD_DL_SYMENT) || !sym || !sym->st_size) {
         if (lib)
             dlclose(lib);
         eval_how = "rb_vm_exec not found";

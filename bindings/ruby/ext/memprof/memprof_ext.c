@@ -216,10 +216,10 @@ static VALUE native_snapshot(VALUE self)
 }
 
 /* Estimate accessors: values were read once, when the snapshot was taken. */
-#define EST_READER(name, field)                                                            \
-    static VALUE snapshot_##name(VALUE self)                                               \
-    {                                                                                      \
-        return ULL2NUM(get_snapshot(self)->est.field);                                     \
+#define EST_READER(name, field)                                                                    \
+    static VALUE snapshot_##name(VALUE self)                                                       \
+    {                                                                                              \
+        return ULL2NUM(get_snapshot(self)->est.field);                                             \
     }
 EST_READER(live_samples, live_samples)
 EST_READER(estimated_heap_bytes, bytes)
@@ -364,8 +364,7 @@ void Init_memprof_ext(void)
     rb_define_method(cSnapshot, "live_samples", snapshot_live_samples, 0);
     rb_define_method(cSnapshot, "estimated_heap_bytes", snapshot_estimated_heap_bytes, 0);
     rb_define_method(cSnapshot, "estimated_heap_bytes_low", snapshot_estimated_heap_bytes_low, 0);
-    rb_define_method(cSnapshot, "estimated_heap_bytes_high", snapshot_estimated_heap_bytes_high,
-                     0);
+    rb_define_method(cSnapshot, "estimated_heap_bytes_high", snapshot_estimated_heap_bytes_high, 0);
     rb_define_method(cSnapshot, "estimated_count", snapshot_estimated_count, 0);
     rb_define_method(cSnapshot, "estimated_count_low", snapshot_estimated_count_low, 0);
     rb_define_method(cSnapshot, "estimated_count_high", snapshot_estimated_count_high, 0);
