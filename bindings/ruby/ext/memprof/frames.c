@@ -439,9 +439,10 @@ int mp_frames_init(void)
 {
     if (source_id >= 0)
         return source_id;
-    /* The data pointer is never used, but must not be NULL or the GC skips the mark. */
-    holder = TypedData_Wrap_Struct(rb_cObject, &holder_type, (void *)&entry_count);
+    /* Registered before it is set: registering allocates, which may run the GC. The data
+     * pointer is never used, but must not be NULL or the GC skips the mark function. */
     rb_gc_register_address(&holder);
+    holder = TypedData_Wrap_Struct(rb_cObject, &holder_type, (void *)&entry_count);
     probe_eval_loop();
     memprof_frame_source src = {
         .size = sizeof src,
