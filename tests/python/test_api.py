@@ -164,7 +164,7 @@ def test_api_roundtrip(py, tmp_path):
     assert site["function"] == "hold.<locals>.<listcomp>"
     assert site["file"].endswith("api.py") and site["python"]
     assert site["low"] <= site["bytes"] <= site["high"]
-    assert 150 <= site["count"] <= 250
+    assert site["count"] >= 150  # plus ~1000 per sampled small block (the bytearray objects)
     assert r["sample"]["size"] >= 100_000
     assert r["sample"]["weight"] >= 1.0
     assert r["sample"]["python"][:2] == ["hold.<locals>.<listcomp>", "hold"]

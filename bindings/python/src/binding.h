@@ -33,9 +33,10 @@ uint64_t mp_frames_eval_matches(void);
 /* How a PyMem domain is reported (mp_pymem_mode()). */
 enum mp_pymem_mode {
     MP_PYMEM_NOT_INSTALLED = 0, /* hooks not installed yet */
-    MP_PYMEM_SIZE = 1,          /* plain pymalloc: requests of 1..512 bytes come from its pools */
-    MP_PYMEM_WATCH = 2,         /* pymalloc under another layer (debug hooks): each request is
-                                   classified by watching for a forward to the RAW domain */
+    MP_PYMEM_RELOCATE = 1,      /* plain pymalloc: small requests are sampled before they are
+                                   served, and sampled blocks are relocated to our own arena */
+    MP_PYMEM_WATCH = 2,         /* pymalloc under another layer (debug hooks, tracemalloc): each
+                                   request is classified by watching for a forward to RAW */
     MP_PYMEM_OFF = 3            /* the domain reaches malloc itself (PYTHONMALLOC=malloc, ...):
                                    the malloc hooks see its blocks, nothing is reported */
 };
@@ -56,5 +57,11 @@ int mp_pymem_outermost(void);
 
 /* Blocks reported by the hooks that were sampled, ever. */
 uint64_t mp_pymem_sampled(void);
+
+/* Sampled blocks living in the relocation arena now (RELOCATE mode). */
+uint64_t mp_pymem_relocated_live(void);
+
+/* Samples dropped because the relocation arena could not serve them. */
+uint64_t mp_pymem_dropped(void);
 
 #endif /* MEMPROF_PY_BINDING_H */

@@ -218,6 +218,8 @@ static PyObject *mp_stats(PyObject *self, PyObject *unused)
         set_u64(d, "python_frames_interned", mp_frames_interned()) ||
         set_u64(d, "python_eval_frames_replaced", mp_frames_eval_matches()) ||
         set_u64(d, "pymem_samples", mp_pymem_sampled()) ||
+        set_u64(d, "pymem_relocated_live", mp_pymem_relocated_live()) ||
+        set_u64(d, "pymem_dropped", mp_pymem_dropped()) ||
         set_str(d, "pymem_obj_mode", mp_pymem_mode_name(mp_pymem_mode(PYMEM_DOMAIN_OBJ))) ||
         set_str(d, "pymem_mem_mode", mp_pymem_mode_name(mp_pymem_mode(PYMEM_DOMAIN_MEM))) ||
         set_u64(d, "pymem_hooks_outermost", (uint64_t)mp_pymem_outermost())) {

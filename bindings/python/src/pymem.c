@@ -3,89 +3,355 @@
  * PyMem domain hooks: Python's small-object allocator (pymalloc) carves most objects out of
  * its own 1 MiB arenas and never calls malloc for them, so the malloc hooks (GOT or preload)
  * cannot see them. We wrap the PYMEM_DOMAIN_OBJ and PYMEM_DOMAIN_MEM allocators
- * (PyMem_SetAllocator) and report the blocks that pymalloc serves from its pools to the
- * sampler with memprof_report_alloc()/memprof_report_free(), keyed by address (report ids
- * live in their own key space, so they never collide with malloc'ed addresses).
+ * (PyMem_SetAllocator) and feed the blocks pymalloc serves from its pools through the
+ * sampler with memprof_report_alloc()/memprof_report_free().
  *
  * Counting each block once. pymalloc serves requests of 1 to 512 bytes
  * (SMALL_REQUEST_THRESHOLD in 3.11) from its pools and forwards everything else, including
  * 0-byte requests, to PyMem_RawMalloc/RawCalloc/RawRealloc, i.e. to malloc, which the malloc
  * hooks already sample. Those forwards go through the RAW domain's *current* allocator, so we
- * also wrap PYMEM_DOMAIN_RAW with a pass-through that only notes "a forward happened on the
- * thread being watched". That gives an exact test: a block is a pool block iff the domain's
- * call returned it without calling the RAW domain.
+ * also wrap PYMEM_DOMAIN_RAW with a pass-through that notes "a forward happened on the
+ * thread being watched" (the watch). That gives an exact test: a block is a pool block iff
+ * the domain's call returned it without calling the RAW domain.
  *
  * Modes, chosen per domain at install time by probing the original allocator with watched
  * requests of 16, 500 and 1024 bytes (this also detects PYTHONMALLOC, -X dev and allocators
  * installed by an embedder or by tracemalloc, without parsing anything):
- * - SIZE (plain pymalloc: 16 and 500 stay in the pools, 1024 is forwarded): malloc and
- *   calloc report requests of 1..512 bytes without watching (the cheap path: a compare and
- *   a call that decrements the sampler's countdown); realloc is always watched, because its
- *   result stays in malloc when the old block came from malloc, whatever the new size.
- * - WATCH (pymalloc under the debug hooks, whose per-block overhead moves the threshold, or
- *   another wrapping layer): every request is classified by watching for a forward.
+ *
+ * - RELOCATE (plain pymalloc: 16 and 500 stay in the pools, 1024 is forwarded; the usual
+ *   case). The hooks must cost next to nothing, because nearly every Python bytecode
+ *   allocates or frees: the OBJ/MEM malloc and calloc wrappers only ask the sampler about
+ *   requests of 1..512 bytes (memprof_report_alloc(), a countdown decrement) *before*
+ *   allocating, and tail-call pymalloc; there is no free wrapper at all (the domain keeps
+ *   pymalloc's own free, which CPython's optimized build calls inline). That works because a
+ *   sampled block is not taken from pymalloc: it is *relocated* to a small arena of ours
+ *   ("the relocation arena") with its sample's id in a header. pymalloc hands any block that
+ *   is not in its arenas to PyMem_RawFree/RawRealloc, i.e. to our RAW wrapper, which
+ *   recognises our blocks by address range, reports their free and recycles them. So pool
+ *   blocks are never samples, only relocated blocks are, and only they need free tracking.
+ *   The report ids are a counter (not addresses), advanced when a sample is taken. realloc
+ *   is watched: a result that stayed in the pools counts as a new allocation (and is
+ *   relocated if sampled); a relocated block being realloc'ed goes to our RAW wrapper, which
+ *   reports its free and moves it to malloc (sampled there like any malloc'ed block).
+ * - WATCH (pymalloc under the debug hooks, whose per-block overhead moves the threshold and
+ *   whose headers forbid relocation, or another wrapping layer): every request is classified
+ *   by watching for a forward; pool blocks are reported keyed by address and every free
+ *   checks the binding's exact set of its sampled live blocks ("the sampled-block set").
  * - OFF (the domain does not forward through RAW: PYTHONMALLOC=malloc or malloc_debug, where
  *   every block comes from malloc and is already sampled there, or a custom allocator we
  *   cannot reason about): the domain is left unhooked and nothing is reported.
  *
  * Corner cases:
  * - pymalloc itself calls the RAW domain while serving a pool request when it grows its arena
- *   table or its address radix tree (a few times per process); such a pool block is taken
- *   for a forwarded one and goes unreported. Negligible.
- * - Frees: every free of the hooked domains is reported (before the block is released) while
- *   any reported block is sampled and live; report_free() of a block that was never sampled
- *   or was allocated before the hooks went in is a Bloom-filter probe, then nothing.
- *   A failed realloc keeps the old block's sample.
+ *   table or its address radix tree (a few times per process); in WATCH mode such a pool
+ *   block is taken for a forwarded one and goes unreported. Negligible.
+ * - Frees of blocks allocated before the hooks went in are pool or malloc blocks: nothing to
+ *   report. A failed realloc keeps the old block and its sample.
+ * - A relocated block costs its size rounded up to 16 bytes plus a 16-byte header; there are
+ *   about (live small-object bytes / sampling rate) of them. If the arena (4 GiB of address
+ *   space, reserved, committed as used) cannot serve one, that sample is reported freed at
+ *   once and the block comes from pymalloc (counted in the stats).
  * - The hooks are installed once and never removed: stop() leaves them in place so frees keep
- *   being tracked, and after shutdown() the reports are no-ops. Removing them would be unsafe
- *   anyway: a later hook (tracemalloc started after us) saved ours as its "original".
- *   Conversely, tracemalloc.stop() after tracemalloc was started *after* us restores the
- *   allocators it saved, which are ours: fine; but if tracemalloc was started before us and
- *   stopped after, it puts back pymalloc and our hooks are gone: pool blocks are no longer
- *   reported, and frees of sampled ones are missed (they stay "live"). mp_pymem_outermost()
- *   lets the stats show when our wrappers are not the current allocators.
+ *   being tracked, and after shutdown() the reports are no-ops (relocated blocks are still
+ *   recycled when freed). Removing them would be unsafe anyway: a later hook (tracemalloc
+ *   started after us) saved ours as its "original", and relocated blocks need our RAW
+ *   wrapper for as long as they live. tracemalloc.stop() after tracemalloc was started
+ *   *after* us restores the allocators it saved, which are ours: fine. If tracemalloc traces
+ *   when our hooks go in, it is *below* them, and its stop() would put back the allocators it
+ *   saved, without ours: so relocation is not used then (WATCH mode instead, which tolerates
+ *   losing its hooks: pool blocks are then no longer sampled and frees of sampled ones are
+ *   missed; mp_pymem_outermost() lets the stats show it). Another embedder hook below ours
+ *   that is later removed would break relocated blocks the same way; none is known.
  * - The OBJ and MEM domains are only called with the GIL held (a C-API rule), which serializes
- *   our wrappers and the watch. The RAW domain may be called by any thread at any time; the
- *   watch compares thread identities, and our RAW allocator struct carries the original's ctx
- *   so that a thread reading the domain while we replace it (a plain struct copy in CPython)
- *   sees a valid pair either way.
+ *   our wrappers, the watch, the id counter and the sampled-block set. The RAW domain may be
+ *   called by any thread at any time: the watch compares thread identities, the relocation
+ *   arena's test is an address range fixed before the hooks go in and its free lists have
+ *   their own lock, and our RAW allocator struct carries the original's ctx so that a thread
+ *   reading the domain while we replace it (a plain struct copy in CPython) sees a valid
+ *   pair either way.
  */
 #include "binding.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <string.h>
+#include <sys/mman.h>
 
 #define SMALL_REQUEST_THRESHOLD 512 /* pymalloc's largest pool request in 3.11 */
 
 static PyMemAllocatorEx raw_orig, mem_orig, obj_orig;
+static PyMemAllocatorEx mem_installed, obj_installed;
 static enum mp_pymem_mode mem_mode, obj_mode;
 static bool installed;
 
-static _Atomic uint64_t live_sampled; /* our reported blocks sampled and not yet freed */
-static _Atomic uint64_t sampled;      /* our reported blocks sampled, ever */
+static _Atomic uint64_t sampled;         /* reported blocks sampled, ever */
+static _Atomic uint64_t reloc_failures;  /* samples dropped: the arena could not serve them */
 
-/* ---- reporting ---------------------------------------------------------------------------- */
-
-static inline void report_alloc(void *p, size_t n)
+static inline bool is_small(size_t n)
 {
-    if (memprof_report_alloc((uint64_t)(uintptr_t)p, n) == 1) {
-        atomic_fetch_add_explicit(&live_sampled, 1, memory_order_relaxed);
+    return n - 1 < SMALL_REQUEST_THRESHOLD; /* 1..512; 0 wraps around */
+}
+
+/* ---- the relocation arena (RELOCATE mode) ------------------------------------------------
+ *
+ * One reserved range of address space, committed in 1 MiB steps by a bump pointer, with a
+ * free list per 16-byte size class. Each block is a 16-byte header (the sample's report id
+ * and size class) and a 16-byte-aligned payload of up to 512 bytes (pymalloc's alignment).
+ * The free lists are guarded by a mutex: blocks are allocated with the GIL held, and freed
+ * through the RAW domain, normally with the GIL too, but the lock makes that not matter. */
+
+#define RELOC_RESERVE (4ull << 30)
+#define RELOC_COMMIT (1u << 20)
+#define RELOC_CLASSES (SMALL_REQUEST_THRESHOLD / 16)
+#define RELOC_MAGIC 0x6d70726fu
+
+struct reloc_hdr {
+    uint64_t id;
+    uint32_t cls; /* payload size / 16: 1..32 */
+    uint32_t magic;
+};
+
+static uintptr_t reloc_lo;  /* start of the range, 0 until reserved */
+static size_t reloc_size;   /* bytes reserved; 0 makes in_reloc() false everywhere */
+static size_t reloc_used, reloc_committed;
+static struct reloc_hdr *reloc_free[RELOC_CLASSES + 1]; /* next pointer stored in payload */
+static pthread_mutex_t reloc_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t reloc_live;
+
+static inline bool in_reloc(const void *p)
+{
+    return (uintptr_t)p - reloc_lo < reloc_size;
+}
+
+/* Reserves the range, aligned to 1 MiB: pymalloc builds without its address radix tree
+ * read a "pool header" at the 16 KiB boundary below any block they are asked to free, which
+ * must then be our own committed memory. */
+static bool reloc_reserve(void)
+{
+    const size_t align = 1u << 20;
+    void *p = mmap(NULL, RELOC_RESERVE + align, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return false;
+    uintptr_t lo = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
+    reloc_lo = lo;
+    reloc_size = RELOC_RESERVE;
+    return true;
+}
+
+/* A block for n (1..512) bytes with its payload zeroed if asked, or NULL. */
+static void *reloc_alloc(uint64_t id, size_t n, bool zero)
+{
+    uint32_t cls = (uint32_t)((n + 15) / 16);
+    struct reloc_hdr *h;
+    pthread_mutex_lock(&reloc_lock);
+    h = reloc_free[cls];
+    if (h) {
+        memcpy(&reloc_free[cls], h + 1, sizeof h);
+    } else {
+        size_t need = sizeof *h + (size_t)cls * 16;
+        if (reloc_used + need > reloc_committed) {
+            if (reloc_committed + RELOC_COMMIT > reloc_size ||
+                mprotect((void *)(reloc_lo + reloc_committed), RELOC_COMMIT,
+                         PROT_READ | PROT_WRITE) != 0) {
+                pthread_mutex_unlock(&reloc_lock);
+                return NULL;
+            }
+            reloc_committed += RELOC_COMMIT;
+        }
+        h = (struct reloc_hdr *)(reloc_lo + reloc_used);
+        reloc_used += need;
+    }
+    pthread_mutex_unlock(&reloc_lock);
+    h->id = id;
+    h->cls = cls;
+    h->magic = RELOC_MAGIC;
+    if (zero)
+        memset(h + 1, 0, n);
+    atomic_fetch_add_explicit(&reloc_live, 1, memory_order_relaxed);
+    return h + 1;
+}
+
+/* Frees a relocated block: its sample leaves the live set first. */
+static void reloc_release(void *p)
+{
+    struct reloc_hdr *h = (struct reloc_hdr *)p - 1;
+    memprof_report_free(h->id);
+    h->magic = 0;
+    pthread_mutex_lock(&reloc_lock);
+    memcpy(h + 1, &reloc_free[h->cls], sizeof h);
+    reloc_free[h->cls] = h;
+    pthread_mutex_unlock(&reloc_lock);
+    atomic_fetch_sub_explicit(&reloc_live, 1, memory_order_relaxed);
+}
+
+/* The report id of the next sample (GIL). Above any user-space address, so these ids never
+ * meet the address-keyed ids of WATCH mode. */
+static uint64_t next_id = 1ull << 62;
+
+/* The sampling decision for a small request (GIL held): NULL if not sampled, else a
+ * relocated block carrying the sample (or NULL if the arena failed: sample dropped). */
+static inline bool sample_small(size_t n)
+{
+    return __builtin_expect(memprof_report_alloc(next_id, n) == 1, 0);
+}
+
+__attribute__((noinline)) static void *take_sample(size_t n, bool zero)
+{
+    uint64_t id = next_id++;
+    atomic_fetch_add_explicit(&sampled, 1, memory_order_relaxed);
+    void *p = reloc_alloc(id, n, zero);
+    if (!p) {
+        memprof_report_free(id);
+        atomic_fetch_add_explicit(&reloc_failures, 1, memory_order_relaxed);
+    }
+    return p;
+}
+
+/* ---- the sampled-block set (WATCH mode) ---------------------------------------------------
+ *
+ * In WATCH mode samples are pool blocks keyed by address, and every free must tell the
+ * engine when the block was sampled. Asking the engine for every free (a probe of its Bloom
+ * filter, sized for a million live samples, so usually a cache miss) would cost more than all
+ * the rest of the hooks, so the binding keeps the exact set of its own sampled, live blocks:
+ * an open-addressing table of addresses (linear probing, at most a quarter full,
+ * backward-shift deletion) with a bitmap of its occupied slots beside it. A free whose home
+ * slot is empty is settled by one bit of the bitmap; only sampled blocks reach the engine.
+ * Only the OBJ and MEM wrappers touch it, with the GIL held. A block the engine dropped (its
+ * heap map full) is in the set but unknown to the engine: memprof_report_free() answers 0. */
+
+static uint64_t no_slots_occ[1];
+static uintptr_t *set_slots;             /* 0 = empty */
+static uint64_t *set_occ = no_slots_occ; /* bit i: slot i is occupied */
+static size_t set_mask, set_count;
+
+static inline size_t set_hash(uintptr_t p)
+{
+    return (size_t)(((uint64_t)p >> 4) * 0x9E3779B97F4A7C15ull >> 24);
+}
+
+static inline bool occ_get(const uint64_t *occ, size_t i)
+{
+    return (occ[i >> 6] >> (i & 63)) & 1;
+}
+
+static inline void occ_set(uint64_t *occ, size_t i, bool on)
+{
+    if (on)
+        occ[i >> 6] |= 1ull << (i & 63);
+    else
+        occ[i >> 6] &= ~(1ull << (i & 63));
+}
+
+static void set_put(uintptr_t *slots, uint64_t *occ, size_t mask, uintptr_t p)
+{
+    size_t i = set_hash(p) & mask;
+    while (slots[i] && slots[i] != p)
+        i = (i + 1) & mask;
+    slots[i] = p;
+    occ_set(occ, i, true);
+}
+
+static void set_add(uintptr_t p)
+{
+    if (!set_slots || (set_count + 1) * 4 > set_mask + 1) {
+        size_t cap = set_slots ? (set_mask + 1) * 2 : 4096;
+        char *mem = mmap(NULL, cap * sizeof(uintptr_t) + cap / 8, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mem == MAP_FAILED) {
+            if (!set_slots || set_count + 1 > set_mask)
+                return; /* cannot track it: its free will go unreported (a stale sample) */
+        } else {
+            uintptr_t *slots = (uintptr_t *)mem;
+            uint64_t *occ = (uint64_t *)(mem + cap * sizeof(uintptr_t));
+            for (size_t i = 0; set_slots && i <= set_mask; i++)
+                if (set_slots[i])
+                    set_put(slots, occ, cap - 1, set_slots[i]);
+            uintptr_t *old = set_slots;
+            size_t old_cap = set_mask + 1;
+            set_slots = slots;
+            set_occ = occ;
+            set_mask = cap - 1;
+            if (old)
+                munmap(old, old_cap * sizeof(uintptr_t) + old_cap / 8);
+        }
+    }
+    size_t i = set_hash(p) & set_mask;
+    while (set_slots[i] && set_slots[i] != p)
+        i = (i + 1) & set_mask;
+    if (!set_slots[i])
+        set_count++;
+    set_slots[i] = p;
+    occ_set(set_occ, i, true);
+}
+
+/* Removes p if present; returns whether it was. */
+static bool set_remove(uintptr_t p)
+{
+    size_t i = set_hash(p) & set_mask;
+    for (;;) {
+        uintptr_t v = set_slots[i];
+        if (v == p)
+            break;
+        if (!v)
+            return false;
+        i = (i + 1) & set_mask;
+    }
+    /* Backward-shift deletion: move later entries of the cluster into the hole when their
+     * home slot does not lie cyclically in (hole, their slot]. */
+    size_t hole = i;
+    for (size_t j = (i + 1) & set_mask; set_slots[j]; j = (j + 1) & set_mask) {
+        size_t home = set_hash(set_slots[j]) & set_mask;
+        bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+        if (!stays) {
+            set_slots[hole] = set_slots[j];
+            hole = j;
+        }
+    }
+    set_slots[hole] = 0;
+    occ_set(set_occ, hole, false);
+    set_count--;
+    return true;
+}
+
+static inline void report_pool_alloc(void *p, size_t n)
+{
+    if (__builtin_expect(memprof_report_alloc((uint64_t)(uintptr_t)p, n) == 1, 0)) {
+        set_add((uintptr_t)p);
         atomic_fetch_add_explicit(&sampled, 1, memory_order_relaxed);
     }
 }
 
-static inline void report_free(void *p)
+__attribute__((noinline)) static void report_pool_free_slow(void *p)
 {
-    if (p && atomic_load_explicit(&live_sampled, memory_order_relaxed) &&
-        memprof_report_free((uint64_t)(uintptr_t)p) == 1)
-        atomic_fetch_sub_explicit(&live_sampled, 1, memory_order_relaxed);
+    if (set_remove((uintptr_t)p))
+        memprof_report_free((uint64_t)(uintptr_t)p);
 }
 
-/* ---- the forward watch -------------------------------------------------------------------- */
+/* Whether a free must look further: something sampled is live and p's home slot is used. */
+static inline bool pool_free_needs_check(void *p)
+{
+    return __builtin_expect(set_count != 0, 0) &&
+           occ_get(set_occ, set_hash((uintptr_t)p) & set_mask);
+}
 
-static _Atomic uintptr_t watch_owner; /* the watching thread (pthread_self()), 0 = nobody */
+static inline void report_pool_free(void *p)
+{
+    if (pool_free_needs_check(p))
+        report_pool_free_slow(p);
+}
+
+/* ---- the forward watch and the RAW wrappers ----------------------------------------------- */
+
+static _Atomic uintptr_t watch_owner; /* the watching thread's thread pointer, 0 = nobody */
 static _Atomic int forwarded;         /* the watching thread called the RAW domain */
+
+/* This thread's identity: its thread pointer (%fs:0 on x86-64), read without a call. */
+static inline uintptr_t self_id(void)
+{
+    return (uintptr_t)__builtin_thread_pointer();
+}
 
 struct watch {
     uintptr_t owner;
@@ -97,7 +363,7 @@ static inline struct watch watch_begin(void)
     struct watch saved = {atomic_load_explicit(&watch_owner, memory_order_relaxed),
                           atomic_load_explicit(&forwarded, memory_order_relaxed)};
     atomic_store_explicit(&forwarded, 0, memory_order_relaxed);
-    atomic_store_explicit(&watch_owner, (uintptr_t)pthread_self(), memory_order_relaxed);
+    atomic_store_explicit(&watch_owner, self_id(), memory_order_relaxed);
     return saved;
 }
 
@@ -112,7 +378,7 @@ static inline bool watch_end(struct watch saved)
 
 static inline void note_raw(void)
 {
-    if (atomic_load_explicit(&watch_owner, memory_order_relaxed) == (uintptr_t)pthread_self())
+    if (atomic_load_explicit(&watch_owner, memory_order_relaxed) == self_id())
         atomic_store_explicit(&forwarded, 1, memory_order_relaxed);
 }
 
@@ -128,68 +394,127 @@ static void *raw_calloc(void *ctx, size_t nelem, size_t elsize)
     return raw_orig.calloc(ctx, nelem, elsize);
 }
 
+/* A relocated block being realloc'ed (pymalloc forwards it here): it moves to malloc, where
+ * it is sampled like any malloc'ed block, and its own sample leaves the live set. */
+__attribute__((noinline)) static void *reloc_realloc(void *ctx, void *p, size_t n)
+{
+    struct reloc_hdr *h = (struct reloc_hdr *)p - 1;
+    size_t cap = (size_t)h->cls * 16;
+    void *q = raw_orig.malloc(ctx, n);
+    if (!q)
+        return NULL; /* the old block and its sample stay */
+    memcpy(q, p, n < cap ? n : cap);
+    reloc_release(p);
+    return q;
+}
+
 static void *raw_realloc(void *ctx, void *p, size_t n)
 {
     note_raw();
+    if (__builtin_expect(in_reloc(p), 0))
+        return reloc_realloc(ctx, p, n);
     return raw_orig.realloc(ctx, p, n);
+}
+
+static void raw_free(void *ctx, void *p)
+{
+    if (__builtin_expect(in_reloc(p), 0))
+        reloc_release(p);
+    else
+        raw_orig.free(ctx, p);
 }
 
 /* ---- the domain wrappers ------------------------------------------------------------------ */
 
-static inline bool is_small(size_t n)
-{
-    return n - 1 < SMALL_REQUEST_THRESHOLD; /* 1..512; 0 wraps around */
-}
-
-/* One set of wrappers per domain (they must reach their own original without using ctx,
- * which is the original's own). */
+/* One set of wrappers per domain (each must reach its own original without using ctx, which
+ * is the original's own): RELOCATE mode's (the free is the original's) and WATCH mode's. */
 #define DEFINE_WRAPPERS(dom)                                                                  \
-    static void *dom##_malloc(void *ctx, size_t n)                                            \
+    /* The hot one: ctx is the original's own, reloaded after the call instead of kept. */   \
+    static void *dom##_malloc_reloc(void *ctx, size_t n)                                      \
     {                                                                                         \
-        if (dom##_mode == MP_PYMEM_SIZE) {                                                    \
-            void *p = dom##_orig.malloc(ctx, n);                                              \
-            if (p && is_small(n))                                                             \
-                report_alloc(p, n);                                                           \
-            return p;                                                                         \
+        (void)ctx;                                                                            \
+        if (is_small(n) && sample_small(n)) {                                                 \
+            void *p = take_sample(n, false);                                                  \
+            if (p)                                                                            \
+                return p;                                                                     \
         }                                                                                     \
+        return dom##_orig.malloc(dom##_orig.ctx, n);                                          \
+    }                                                                                         \
+    static void *dom##_calloc_reloc(void *ctx, size_t nelem, size_t elsize)                   \
+    {                                                                                         \
+        size_t n;                                                                             \
+        if (!__builtin_mul_overflow(nelem, elsize, &n) && is_small(n) && sample_small(n)) {   \
+            void *p = take_sample(n, true);                                                   \
+            if (p)                                                                            \
+                return p;                                                                     \
+        }                                                                                     \
+        return dom##_orig.calloc(ctx, nelem, elsize);                                         \
+    }                                                                                         \
+    static void *dom##_realloc_reloc(void *ctx, void *old, size_t n)                          \
+    {                                                                                         \
+        struct watch w = watch_begin();                                                       \
+        void *p = dom##_orig.realloc(ctx, old, n);                                            \
+        /* A result that stayed in the pools is a new small allocation. */                    \
+        if (!watch_end(w) && p && is_small(n) && sample_small(n)) {                           \
+            void *q = take_sample(n, false);                                                  \
+            if (q) {                                                                          \
+                memcpy(q, p, n);                                                              \
+                dom##_orig.free(ctx, p);                                                      \
+                return q;                                                                     \
+            }                                                                                 \
+        }                                                                                     \
+        return p;                                                                             \
+    }                                                                                         \
+    static void *dom##_malloc_watch(void *ctx, size_t n)                                      \
+    {                                                                                         \
         struct watch w = watch_begin();                                                       \
         void *p = dom##_orig.malloc(ctx, n);                                                  \
         if (!watch_end(w) && p && n)                                                          \
-            report_alloc(p, n);                                                               \
+            report_pool_alloc(p, n);                                                          \
         return p;                                                                             \
     }                                                                                         \
-    static void *dom##_calloc(void *ctx, size_t nelem, size_t elsize)                         \
+    static void *dom##_calloc_watch(void *ctx, size_t nelem, size_t elsize)                   \
     {                                                                                         \
         size_t n;                                                                             \
         bool overflow = __builtin_mul_overflow(nelem, elsize, &n);                            \
-        if (dom##_mode == MP_PYMEM_SIZE) {                                                    \
-            void *p = dom##_orig.calloc(ctx, nelem, elsize);                                  \
-            if (p && !overflow && is_small(n))                                                \
-                report_alloc(p, n);                                                           \
-            return p;                                                                         \
-        }                                                                                     \
         struct watch w = watch_begin();                                                       \
         void *p = dom##_orig.calloc(ctx, nelem, elsize);                                      \
         if (!watch_end(w) && p && !overflow && n)                                             \
-            report_alloc(p, n);                                                               \
+            report_pool_alloc(p, n);                                                          \
         return p;                                                                             \
     }                                                                                         \
-    static void *dom##_realloc(void *ctx, void *old, size_t n)                                \
+    static void *dom##_realloc_watch(void *ctx, void *old, size_t n)                          \
     {                                                                                         \
         struct watch w = watch_begin();                                                       \
         void *p = dom##_orig.realloc(ctx, old, n);                                            \
         bool fwd = watch_end(w);                                                              \
         if (!p)                                                                               \
             return p; /* failed: the old block and its sample stay */                         \
-        report_free(old);                                                                     \
-        if (!fwd && n && (dom##_mode != MP_PYMEM_SIZE || is_small(n)))                        \
-            report_alloc(p, n);                                                               \
+        report_pool_free(old);                                                                \
+        if (!fwd && n)                                                                        \
+            report_pool_alloc(p, n);                                                          \
         return p;                                                                             \
     }                                                                                         \
-    static void dom##_free(void *ctx, void *p)                                                \
+    __attribute__((noinline)) static void dom##_free_checked(void *ctx, void *p)              \
     {                                                                                         \
-        report_free(p);                                                                       \
+        report_pool_free_slow(p);                                                             \
         dom##_orig.free(ctx, p);                                                              \
+    }                                                                                         \
+    /* Both branches end in tail calls: no stack frame. */                                    \
+    static void dom##_free_watch(void *ctx, void *p)                                          \
+    {                                                                                         \
+        if (pool_free_needs_check(p))                                                         \
+            dom##_free_checked(ctx, p);                                                       \
+        else                                                                                  \
+            dom##_orig.free(ctx, p);                                                          \
+    }                                                                                         \
+    static PyMemAllocatorEx dom##_hooks(void)                                                 \
+    {                                                                                         \
+        if (dom##_mode == MP_PYMEM_RELOCATE)                                                  \
+            return (PyMemAllocatorEx){dom##_orig.ctx, dom##_malloc_reloc, dom##_calloc_reloc,   \
+                                      dom##_realloc_reloc, dom##_orig.free};                  \
+        return (PyMemAllocatorEx){dom##_orig.ctx, dom##_malloc_watch, dom##_calloc_watch,     \
+                                  dom##_realloc_watch, dom##_free_watch};                     \
     }
 
 DEFINE_WRAPPERS(mem)
@@ -211,19 +536,35 @@ static enum mp_pymem_mode probe(const PyMemAllocatorEx *a)
 {
     bool f16 = forwards(a, 16), f500 = forwards(a, 500), f1024 = forwards(a, 1024);
     if (!f16 && !f500 && f1024)
-        return MP_PYMEM_SIZE;
+        return reloc_size ? MP_PYMEM_RELOCATE : MP_PYMEM_WATCH;
     if (!f16 && f1024)
         return MP_PYMEM_WATCH;
     return MP_PYMEM_OFF;
+}
+
+/* Whether tracemalloc traces now. Its hooks are then *below* ours, and tracemalloc.stop()
+ * would put back the RAW allocator it saved, without our wrapper: relocated blocks would then
+ * reach libc's free(). So relocation is only used when nothing of the kind is below us. */
+static bool tracemalloc_tracing(void)
+{
+    PyObject *m = PyImport_ImportModule("_tracemalloc");
+    PyObject *r = m ? PyObject_CallMethod(m, "is_tracing", NULL) : NULL;
+    bool tracing = r ? PyObject_IsTrue(r) == 1 : false;
+    Py_XDECREF(r);
+    Py_XDECREF(m);
+    PyErr_Clear();
+    return tracing;
 }
 
 int mp_pymem_install(void)
 {
     if (installed)
         return 0;
+    /* Without the arena, plain pymalloc is handled in WATCH mode. */
+    if (!tracemalloc_tracing())
+        reloc_reserve();
     PyMem_GetAllocator(PYMEM_DOMAIN_RAW, &raw_orig);
-    PyMemAllocatorEx raw_hook = {raw_orig.ctx, raw_malloc, raw_calloc, raw_realloc,
-                                 raw_orig.free};
+    PyMemAllocatorEx raw_hook = {raw_orig.ctx, raw_malloc, raw_calloc, raw_realloc, raw_free};
     PyMem_SetAllocator(PYMEM_DOMAIN_RAW, &raw_hook);
 
     PyMem_GetAllocator(PYMEM_DOMAIN_MEM, &mem_orig);
@@ -231,12 +572,12 @@ int mp_pymem_install(void)
     mem_mode = probe(&mem_orig);
     obj_mode = probe(&obj_orig);
     if (mem_mode != MP_PYMEM_OFF) {
-        PyMemAllocatorEx hook = {mem_orig.ctx, mem_malloc, mem_calloc, mem_realloc, mem_free};
-        PyMem_SetAllocator(PYMEM_DOMAIN_MEM, &hook);
+        mem_installed = mem_hooks();
+        PyMem_SetAllocator(PYMEM_DOMAIN_MEM, &mem_installed);
     }
     if (obj_mode != MP_PYMEM_OFF) {
-        PyMemAllocatorEx hook = {obj_orig.ctx, obj_malloc, obj_calloc, obj_realloc, obj_free};
-        PyMem_SetAllocator(PYMEM_DOMAIN_OBJ, &hook);
+        obj_installed = obj_hooks();
+        PyMem_SetAllocator(PYMEM_DOMAIN_OBJ, &obj_installed);
     }
     installed = true;
     return 0;
@@ -255,7 +596,7 @@ const char *mp_pymem_mode_name(enum mp_pymem_mode mode)
     switch (mode) {
     case MP_PYMEM_NOT_INSTALLED:
         return "not installed";
-    case MP_PYMEM_SIZE:
+    case MP_PYMEM_RELOCATE:
         return "pymalloc";
     case MP_PYMEM_WATCH:
         return "pymalloc (watched)";
@@ -272,12 +613,12 @@ int mp_pymem_outermost(void)
     PyMemAllocatorEx a;
     if (mem_mode != MP_PYMEM_OFF) {
         PyMem_GetAllocator(PYMEM_DOMAIN_MEM, &a);
-        if (a.malloc != mem_malloc)
+        if (a.malloc != mem_installed.malloc)
             return 0;
     }
     if (obj_mode != MP_PYMEM_OFF) {
         PyMem_GetAllocator(PYMEM_DOMAIN_OBJ, &a);
-        if (a.malloc != obj_malloc)
+        if (a.malloc != obj_installed.malloc)
             return 0;
     }
     return 1;
@@ -286,4 +627,14 @@ int mp_pymem_outermost(void)
 uint64_t mp_pymem_sampled(void)
 {
     return atomic_load_explicit(&sampled, memory_order_relaxed);
+}
+
+uint64_t mp_pymem_relocated_live(void)
+{
+    return atomic_load_explicit(&reloc_live, memory_order_relaxed);
+}
+
+uint64_t mp_pymem_dropped(void)
+{
+    return atomic_load_explicit(&reloc_failures, memory_order_relaxed);
 }
