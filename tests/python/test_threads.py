@@ -87,3 +87,41 @@ def test_threads(backend, tmp_path):
     assert 0.85 * truth <= b["bytes"] <= 1.15 * truth, b["bytes"] / truth
     short = by.get(("short", next(s["line"] for s in r["sites"] if s["function"] == "short")))
     assert 0.7 * 200 * (64 << 10) <= short["bytes"] <= 1.3 * 200 * (64 << 10)
+
+
+FORK = PROLOGUE + """
+import threading
+
+stop = False
+
+def churn():
+    keep = []
+    while not stop:
+        keep.append([(i, str(i)) for i in range(500)])   # samples keep coming
+        if len(keep) > 50:
+            keep.clear()
+
+memprof.start(sampling_rate_kb=4)
+threads = [threading.Thread(target=churn) for _ in range(2)]
+for t in threads:
+    t.start()
+statuses = []
+for _ in range(20):
+    pid = os.fork()
+    if pid == 0:
+        # The child: its first samples need the binding's locks, which a parent thread may
+        # have held at fork time.
+        data = [(i, str(i)) for i in range(20000)]
+        snap = memprof.get_snapshot()
+        os._exit(0 if snap.live_samples >= 0 else 1)
+    statuses.append(os.waitpid(pid, 0)[1])
+stop = True
+for t in threads:
+    t.join()
+emit(dict(statuses=statuses))
+"""
+
+
+def test_fork_while_threads_sample(py):
+    r = py.json(FORK, name="fork.py")
+    assert r["statuses"] == [0] * 20

@@ -453,10 +453,30 @@ static int is_eval_frame(void *ctx, const char *function, const char *module, ui
 
 static int source_id = -1;
 
+/* fork(): a thread of the parent may hold the lock in the middle of a capture; the child
+ * would inherit it locked and hang at its first sample. */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&lock);
+}
+
+static void fork_parent(void)
+{
+    pthread_mutex_unlock(&lock);
+}
+
+static void fork_child(void)
+{
+    pthread_mutex_init(&lock, NULL);
+}
+
 int mp_frames_register(void)
 {
     if (source_id >= 0)
         return source_id;
+    static bool atfork;
+    if (!atfork && pthread_atfork(fork_prepare, fork_parent, fork_child) == 0)
+        atfork = true;
     /* Map the first tables now, outside any allocation hook. */
     pthread_mutex_lock(&lock);
     bool ok = table_reserve(&by_code) && table_reserve(&by_offset) && table_reserve(&by_line);

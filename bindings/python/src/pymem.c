@@ -556,10 +556,27 @@ static bool tracemalloc_tracing(void)
     return tracing;
 }
 
+/* fork(): another thread may be freeing a relocated block (free lists locked). */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&reloc_lock);
+}
+
+static void fork_parent(void)
+{
+    pthread_mutex_unlock(&reloc_lock);
+}
+
+static void fork_child(void)
+{
+    pthread_mutex_init(&reloc_lock, NULL);
+}
+
 int mp_pymem_install(void)
 {
     if (installed)
         return 0;
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
     /* Without the arena, plain pymalloc is handled in WATCH mode. */
     if (!tracemalloc_tracing())
         reloc_reserve();
