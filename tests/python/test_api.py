@@ -216,3 +216,38 @@ def test_gc_epoch_tracking(py):
     assert r["survivors"] >= 50  # the 64 old blocks (all sampled at this rate, nearly)
     assert r["all"] >= 100
     assert r["epochs_seen"][0] == 0 and r["epochs_seen"][-1] >= 3
+
+
+@pytest.mark.parametrize("kwargs", [dict(max_frames=0), dict(max_frames=257),
+                                    dict(max_frames=True), dict(unwind="lbr")])
+def test_bad_engine_options_are_value_errors(kwargs):
+    with pytest.raises(ValueError):
+        memprof.start(**kwargs)
+    with pytest.raises(ValueError):
+        memprof.MemoryProfiler(**kwargs)
+
+
+ENGINE_OPTIONS = PROLOGUE + """
+def deep(n):
+    if n == 0:
+        return [bytearray(1 << 20) for _ in range(8)]
+    return deep(n - 1)
+
+memprof.start(sampling_rate_kb=64, max_frames=8, unwind=sys.argv[1])
+keep = deep(30)
+snap = memprof.get_snapshot()
+stats = memprof.get_stats()
+native = max(len([f for f in s.stack if not f.is_python]) for s in snap.samples)
+emit(dict(unwinder=stats.unwinder, truncated=stats.truncated_stacks, native=native,
+          python=max(len([f for f in s.stack if f.is_python]) for s in snap.samples)))
+"""
+
+
+@pytest.mark.parametrize("unwind", ["fp", "dwarf"])
+def test_engine_options(py, unwind):
+    r = py.json(ENGINE_OPTIONS, name="options.py", args=[unwind])
+    assert r["unwinder"] == unwind
+    assert r["native"] <= 8          # max_frames bounds the native part
+    assert r["python"] >= 31         # Python frames come on top
+    if unwind == "dwarf":
+        assert r["truncated"] > 0

@@ -89,6 +89,8 @@ def test_run_module(py, tmp_path):
     (["run", "-r", "0", "x.py"], "invalid rate"),
     (["run", "--format", "png", "x.py"], "unknown format"),
     (["run", "--bogus", "x.py"], "unknown option"),
+    (["run", "--max-frames", "0", "x.py"], "max_frames"),
+    (["run", "-u", "lbr", "x.py"], "invalid choice"),
     (["run", "no-such-script.py"], "no such file"),
     (["frobnicate"], "unknown command"),
 ])

@@ -186,14 +186,18 @@ class UnwindHealth:
         """What to do when the confidence is not high, else None."""
         if self.confidence == "high":
             return None
-        hint = (
-            "set MEMPROF_UNWIND=dwarf before starting Python"
-            if self.unwinder == "fp"
-            else "rebuild the C extensions involved with -fno-omit-frame-pointer and unwind tables"
-        )
+        if self.truncated_stacks >= self.shallow_stacks:
+            what = "cut at the maximum depth"
+            hint = "start(max_frames=...) or --max-frames raises it (up to 256)"
+        elif self.unwinder == "fp":
+            what = "shallow"
+            hint = 'start(unwind="dwarf") walks code without frame pointers'
+        else:
+            what = "shallow"
+            hint = "rebuild the C extensions involved with unwind tables"
         return (
-            f"{self.truncation_rate:.1%} of the native stacks are shallow or truncated; "
-            f"for better native stacks, {hint}"
+            f"{self.truncation_rate:.1%} of the native stacks are shallow or truncated, "
+            f"mostly {what}; {hint}"
         )
 
 
@@ -613,11 +617,29 @@ def _rate_bytes_from_kb(sampling_rate_kb: Any) -> int:
     return sampling_rate_kb * 1024
 
 
-def _start_bytes(rate_bytes: Optional[int], gc_tracking: bool = False) -> None:
+_UNWIND_CODES = {None: 0, "dwarf": _c.UNWIND_DWARF, "fp": _c.UNWIND_FP}
+
+
+def _check_engine_options(max_frames: Any, unwind: Any) -> None:
+    if max_frames is not None and (
+        isinstance(max_frames, bool) or not isinstance(max_frames, int) or not 1 <= max_frames <= 256
+    ):
+        raise ValueError(f"max_frames must be an int from 1 to 256, not {max_frames!r}")
+    if unwind not in _UNWIND_CODES:
+        raise ValueError(f"unwind must be 'dwarf', 'fp' or None, not {unwind!r}")
+
+
+def _start_bytes(rate_bytes: Optional[int], gc_tracking: bool = False,
+                 max_frames: Optional[int] = None, unwind: Optional[str] = None) -> None:
     """start() with a rate in bytes (None = the default, or the rate in force)."""
+    _check_engine_options(max_frames, unwind)
     with _lock:
         _c.install()
-        initialised = _c.init(rate_bytes if rate_bytes is not None else _c.DEFAULT_SAMPLING_RATE)
+        initialised = _c.init(
+            rate_bytes if rate_bytes is not None else _c.DEFAULT_SAMPLING_RATE,
+            max_frames or 0,
+            _UNWIND_CODES[unwind],
+        )
         if not initialised and rate_bytes is not None:
             current = _c.stats()["sampling_rate"]
             if current != rate_bytes:
@@ -634,7 +656,13 @@ def _start_bytes(rate_bytes: Optional[int], gc_tracking: bool = False) -> None:
         _c.start()
 
 
-def start(sampling_rate_kb: Optional[int] = None, *, gc_tracking: bool = False) -> None:
+def start(
+    sampling_rate_kb: Optional[int] = None,
+    *,
+    gc_tracking: bool = False,
+    max_frames: Optional[int] = None,
+    unwind: Optional[str] = None,
+) -> None:
     """Starts (or resumes) sampling allocations.
 
     Args:
@@ -645,15 +673,23 @@ def start(sampling_rate_kb: Optional[int] = None, *, gc_tracking: bool = False) 
             give tighter estimates at a higher cost.
         gc_tracking: also record garbage-collection starts, for
             HeapSnapshot.allocations_surviving_gc() (spec 9.5). Once on, stays on.
+        max_frames: native frames captured per sample (1..256; None = 64). Python frames
+            (up to 128) come on top; deep native stacks (imports, C code calling back into
+            Python) are cut beyond it and counted in the stats as truncated.
+        unwind: how native stacks are walked: "dwarf" (None's default when libmemprof has
+            libunwind: complete stacks through code without frame pointers, as in Debian's
+            python3) or "fp" (frame pointers: faster, but stops at such code).
+        max_frames and unwind, like the rate, only take effect at the first start().
 
     Raises:
         RuntimeError: profiling is already active (also when the LD_PRELOAD plugin started
             it), or shutdown() was called; NotImplementedError (a RuntimeError) when no
             allocator interposition backend is available in this process.
-        ValueError: sampling_rate_kb is not an int between 1 and 2**30.
+        ValueError: sampling_rate_kb is not an int between 1 and 2**30, or max_frames or
+            unwind is out of range.
     """
     rate = None if sampling_rate_kb is None else _rate_bytes_from_kb(sampling_rate_kb)
-    _start_bytes(rate, gc_tracking)
+    _start_bytes(rate, gc_tracking, max_frames, unwind)
 
 
 def stop() -> None:
@@ -727,8 +763,8 @@ def get_snapshot() -> HeapSnapshot:
 
 
 class MemoryProfiler:
-    """Context manager: starts profiling on entry; on exit takes a snapshot (``.snapshot``)
-    and stops.
+    """Context manager: starts profiling on entry (arguments as for start()); on exit takes a
+    snapshot (``.snapshot``) and stops.
 
     Example::
 
@@ -737,15 +773,23 @@ class MemoryProfiler:
         mp.snapshot.save("index.pb.gz")
     """
 
-    def __init__(self, sampling_rate_kb: Optional[int] = None, *, gc_tracking: bool = False):
+    def __init__(
+        self,
+        sampling_rate_kb: Optional[int] = None,
+        *,
+        gc_tracking: bool = False,
+        max_frames: Optional[int] = None,
+        unwind: Optional[str] = None,
+    ):
         if sampling_rate_kb is not None:
             _rate_bytes_from_kb(sampling_rate_kb)  # fail early, at construction
+        _check_engine_options(max_frames, unwind)
         self._sampling_rate_kb = sampling_rate_kb
-        self._gc_tracking = gc_tracking
+        self._options = dict(gc_tracking=gc_tracking, max_frames=max_frames, unwind=unwind)
         self._snapshot: Optional[HeapSnapshot] = None
 
     def __enter__(self) -> "MemoryProfiler":
-        start(self._sampling_rate_kb, gc_tracking=self._gc_tracking)
+        start(self._sampling_rate_kb, **self._options)
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -21,7 +21,8 @@ from typing import List, Optional, Sequence, Tuple
 from . import _api
 
 USAGE = """\
-usage: python3 -m memprof run [-r RATE] [-o FILE] [-f FORMAT] [--gc-tracking] [-q]
+usage: python3 -m memprof run [-r RATE] [-o FILE] [-f FORMAT] [--gc-tracking]
+                              [--max-frames N] [-u dwarf|fp] [-q]
                               (SCRIPT | -m MODULE) [ARGS...]
 
 Runs a Python script (or module) with the heap profiler started, then writes its profile
@@ -35,12 +36,15 @@ options:
   -f, --format F       pprof, speedscope, collapsed, text or html; default from FILE's
                        extension, else pprof
   --gc-tracking        also record garbage collections (for allocations_surviving_gc())
+  --max-frames N       native frames captured per sample (1..256, default 64)
+  -u, --unwind M       dwarf or fp: how native stacks are walked (default dwarf)
   -q, --quiet          no summary
   -m MODULE            run a module as `python3 -m MODULE` would
   -h, --help           show this help
 """
 
-_VALUE_OPTIONS = {"-r", "--rate", "-o", "--output", "-f", "--format"}
+_VALUE_OPTIONS = {"-r", "--rate", "-o", "--output", "-f", "--format", "--max-frames", "-u",
+                  "--unwind"}
 _FLAG_OPTIONS = {"-q", "--quiet", "--gc-tracking", "-h", "--help"}
 _SUMMARY_TOP = 5
 
@@ -90,7 +94,7 @@ def _split(argv: Sequence[str]) -> Tuple[List[str], Optional[str], Optional[str]
             opts.append(a)
             i += 1
             continue
-        if a[:2] in ("-r", "-o", "-f") and len(a) > 2:  # -r64K
+        if a[:2] in ("-r", "-o", "-f", "-u") and len(a) > 2:  # -r64K
             opts += [a[:2], a[2:]]
             i += 1
             continue
@@ -166,12 +170,18 @@ def run(argv: Sequence[str]) -> int:
     p.add_argument("-f", "--format")
     p.add_argument("-q", "--quiet", action="store_true")
     p.add_argument("--gc-tracking", action="store_true")
+    p.add_argument("--max-frames", type=int)
+    p.add_argument("-u", "--unwind", choices=["dwarf", "fp"])
     p.add_argument("-h", "--help", action="store_true")
     ns = p.parse_args(opts)
     if ns.help:
         sys.stdout.write(USAGE)
         return 0
     assert script is not None or module is not None
+    try:
+        _api._check_engine_options(ns.max_frames, ns.unwind)
+    except ValueError as e:
+        raise UsageError(str(e))
     rate_text = ns.rate or os.environ.get("MEMPROF_RATE") or "512K"
     rate = parse_rate(rate_text)
     fmt = ns.format
@@ -195,7 +205,7 @@ def run(argv: Sequence[str]) -> int:
         sys.argv = [module] + args
         sys.path[0] = os.getcwd()
 
-    _api._start_bytes(rate, gc_tracking=ns.gc_tracking)
+    _api._start_bytes(rate, ns.gc_tracking, ns.max_frames, ns.unwind)
     status = 0
     try:
         if script is not None:

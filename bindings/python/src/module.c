@@ -83,23 +83,32 @@ static PyObject *mp_install(PyObject *self, PyObject *unused)
 }
 
 PyDoc_STRVAR(init_doc,
-             "init(rate_bytes) -> bool\n\n"
-             "memprof_init(): True if this call initialised the engine, False if it was "
-             "already initialised (by an earlier call, the preload plugin or C code).");
+             "init(rate_bytes, max_frames=0, unwinder=0) -> bool\n\n"
+             "memprof_init_config(): True if this call initialised the engine, False if it "
+             "was already initialised (by an earlier call, the preload plugin or C code).");
 
-static PyObject *mp_init(PyObject *self, PyObject *arg)
+static PyObject *mp_init(PyObject *self, PyObject *args)
 {
     (void)self;
-    unsigned long long rate = PyLong_AsUnsignedLongLong(arg);
-    if (rate == (unsigned long long)-1 && PyErr_Occurred())
+    unsigned long long rate;
+    unsigned int max_frames = 0, unwinder = 0;
+    if (!PyArg_ParseTuple(args, "K|II:init", &rate, &max_frames, &unwinder))
         return NULL;
-    int rc = memprof_init((uint64_t)rate);
+    memprof_config cfg;
+    memprof_config_init(&cfg);
+    cfg.sampling_rate = (uint64_t)rate;
+    cfg.max_frames = max_frames;
+    cfg.unwinder = unwinder;
+    int rc = memprof_init_config(&cfg);
     if (rc == -EALREADY)
         Py_RETURN_FALSE;
     if (rc == -ESHUTDOWN)
         return raise_rc(rc, "memprof: cannot start",
                         "memprof.shutdown() was called; profiling cannot be restarted in this "
                         "process");
+    if (rc == -ENOTSUP)
+        return raise_rc(rc, "memprof: cannot initialise the profiler",
+                        "this build of libmemprof has no DWARF unwinder");
     if (rc < 0)
         return raise_rc(rc, "memprof: cannot initialise the profiler", NULL);
     Py_RETURN_TRUE;
@@ -477,7 +486,7 @@ static PyObject *mp_snapshot(PyObject *self, PyObject *unused)
 
 static PyMethodDef module_methods[] = {
     {"install", mp_install, METH_NOARGS, install_doc},
-    {"init", mp_init, METH_O, init_doc},
+    {"init", mp_init, METH_VARARGS, init_doc},
     {"start", mp_start, METH_NOARGS, start_doc},
     {"stop", mp_stop, METH_NOARGS, stop_doc},
     {"shutdown", mp_shutdown, METH_NOARGS, shutdown_doc},
