@@ -22,7 +22,10 @@ picks got when it works.
 
 Usage: bench/python_overhead.py [--build BUILDDIR] [--pairs N] [--scale N]
                                 [--workload objects|mixed|both] [--rate-kb KB]
-                                [--backend auto|got|preload]
+                                [--backend auto|got|preload] [--instructions]
+--instructions counts the instructions of both arms under valgrind instead (deterministic,
+unaffected by other load; the scale is halved and the count taken as the difference between
+runs at the scale and at a tenth of it, which cancels start-up).
 With --build, the package staged in BUILDDIR/bindings/python and BUILDDIR/src's libraries
 are used; without it, the installed package. Run it with the interpreter the binding was
 built for (Debian's /usr/bin/python3).
@@ -142,6 +145,20 @@ def run_child(args, env, workload, on):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def instructions(args, env, workload, on, scale):
+    """Instructions the child executes (valgrind's cachegrind), start-up included."""
+    r = subprocess.run(
+        ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+         sys.executable, "-c", CHILD, workload, str(scale), str(args.rate_kb),
+         "on" if on else "off"],
+        env=env, capture_output=True, text=True, timeout=3600,
+    )
+    for line in r.stderr.splitlines():
+        if "I   refs:" in line or "I refs:" in line:
+            return int(line.split(":")[1].replace(",", "").strip())
+    sys.exit(f"python_overhead: no instruction count from valgrind:\n{r.stderr[-2000:]}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build", help="a meson build directory with the binding staged")
@@ -150,6 +167,8 @@ def main():
     p.add_argument("--workload", choices=["objects", "mixed", "both"], default="both")
     p.add_argument("--rate-kb", type=int, default=0, help="sampling rate, 0 = default")
     p.add_argument("--backend", choices=["auto", "got", "preload"], default="auto")
+    p.add_argument("--instructions", action="store_true",
+                   help="count instructions with valgrind instead of timing (deterministic)")
     args = p.parse_args()
 
     backend = args.backend
@@ -162,6 +181,20 @@ def main():
     env = child_env(args, backend)
 
     workloads = ["objects", "mixed"] if args.workload == "both" else [args.workload]
+    if args.instructions:
+        # The workload's own instructions: the difference between a run at the full scale
+        # and one at a tenth of it (start-up, imports and start() cancel out).
+        for workload in workloads:
+            scale = (args.scale or DEFAULT_SCALE[workload]) // 2
+            counts = {}
+            for on in (False, True):
+                big = instructions(args, env, workload, on, scale)
+                small = instructions(args, env, workload, on, scale // 10)
+                counts[on] = big - small
+            print(f"instruction ratio, {workload} workload (started / not started): "
+                  f"{counts[True] / counts[False]:.3f}  ({counts[False]:,} -> {counts[True]:,} "
+                  f"instructions for 9/10 of the workload at scale {scale})", flush=True)
+        return 0
     results = {}
     for workload in workloads:
         ratios, on_times, off_times, samples = [], [], [], []

@@ -144,3 +144,37 @@ def test_tracemalloc_started_before_and_stopped(py, truth):
     r = py.json(WORKLOAD, name="pymem.py", args=["profile", "tracemalloc-first-stopped"])
     assert r["outermost_traced"] and not r["outermost"]
     assert r["bytes"] < 0.85 * truth
+
+
+PAUSE = PROLOGUE + """
+from memprof import _memprof
+
+def make():
+    return [(i, str(i)) for i in range(200_000)]
+
+memprof.start(sampling_rate_kb=32)
+a = make()
+s1 = memprof.get_stats()
+memprof.stop()                          # pool hooks come off; relocated blocks still tracked
+b = make()                              # not sampled
+s2 = memprof.get_stats()
+mid = memprof.get_snapshot().estimated_heap_bytes
+del a                                   # frees of sampled (relocated) blocks after stop
+after_free = memprof.get_snapshot().estimated_heap_bytes
+memprof.start()
+c = make()
+s3 = memprof.get_stats()
+emit(dict(s1=s1.pymem_samples, s2=s2.pymem_samples, s3=s3.pymem_samples,
+          live1=s1.raw["pymem_relocated_live"], live_after=memprof.get_stats().raw["pymem_relocated_live"],
+          outermost=[s1.pymem_hooks_outermost, s2.pymem_hooks_outermost, s3.pymem_hooks_outermost],
+          mid=mid, after_free=after_free))
+"""
+
+
+def test_stop_removes_pool_hooks_and_start_puts_them_back(py):
+    r = py.json(PAUSE, name="pause.py")
+    assert r["s1"] > 100
+    assert r["s2"] - r["s1"] <= 2      # nothing sampled while stopped (b: ~20 MB)
+    assert r["s3"] > r["s2"] + 100     # sampling again after start()
+    assert r["outermost"] == [True, True, True]
+    assert r["after_free"] < 0.6 * r["mid"]  # a's samples left when a was freed after stop

@@ -45,6 +45,10 @@ enum mp_pymem_mode {
  * they are never removed). Needs the GIL. Returns 0 or -1 with a Python exception set. */
 int mp_pymem_install(void);
 
+/* Sampling on or off (start/stop/shutdown): in RELOCATE mode the OBJ and MEM domains get
+ * their original allocator back while off, so a stopped profiler costs them nothing. GIL. */
+void mp_pymem_set_active(int on);
+
 /* The mode chosen for a domain (PYMEM_DOMAIN_MEM or PYMEM_DOMAIN_OBJ). */
 enum mp_pymem_mode mp_pymem_mode(PyMemAllocatorDomain domain);
 

@@ -120,6 +120,8 @@ static PyObject *mp_start(PyObject *self, PyObject *unused)
 {
     (void)self, (void)unused;
     int rc = memprof_start();
+    /* Hooks on while the engine samples (also when something else started it). */
+    mp_pymem_set_active(rc == 0 || rc == -EBUSY);
     switch (rc) {
     case 0:
         Py_RETURN_NONE;
@@ -147,6 +149,7 @@ static PyObject *mp_stop(PyObject *self, PyObject *unused)
     int rc = memprof_stop();
     switch (rc) {
     case 0:
+        mp_pymem_set_active(0);
         Py_RETURN_NONE;
     case -EBUSY:
         return raise_rc(rc, "memprof.stop()", "profiling is not running");
@@ -165,6 +168,7 @@ static PyObject *mp_shutdown(PyObject *self, PyObject *unused)
 {
     (void)self, (void)unused;
     memprof_shutdown();
+    mp_pymem_set_active(0);
     Py_RETURN_NONE;
 }
 

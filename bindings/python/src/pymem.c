@@ -600,6 +600,33 @@ int mp_pymem_install(void)
     return 0;
 }
 
+/* Puts a RELOCATE-mode domain's original allocator back while sampling is off, or ours back
+ * when it resumes: a stopped profiler then costs Python's allocator nothing. Safe because
+ * in that mode pool blocks are never samples and relocated blocks are freed through RAW,
+ * which stays hooked. Only when ours (or the original) is the domain's current allocator:
+ * a hook that wrapped ours (tracemalloc started later) is never removed. WATCH mode keeps
+ * its wrappers (its frees must be seen). GIL held. */
+static void swap_domain(PyMemAllocatorDomain domain, enum mp_pymem_mode mode,
+                        const PyMemAllocatorEx *ours, const PyMemAllocatorEx *orig, bool on)
+{
+    if (!installed || mode != MP_PYMEM_RELOCATE)
+        return;
+    PyMemAllocatorEx cur;
+    PyMem_GetAllocator(domain, &cur);
+    const PyMemAllocatorEx *from = on ? orig : ours, *to = on ? ours : orig;
+    if (cur.malloc == from->malloc && cur.calloc == from->calloc &&
+        cur.realloc == from->realloc && cur.ctx == from->ctx) {
+        PyMemAllocatorEx a = *to;
+        PyMem_SetAllocator(domain, &a);
+    }
+}
+
+void mp_pymem_set_active(int on)
+{
+    swap_domain(PYMEM_DOMAIN_MEM, mem_mode, &mem_installed, &mem_orig, on != 0);
+    swap_domain(PYMEM_DOMAIN_OBJ, obj_mode, &obj_installed, &obj_orig, on != 0);
+}
+
 enum mp_pymem_mode mp_pymem_mode(PyMemAllocatorDomain domain)
 {
     if (!installed)
@@ -623,22 +650,23 @@ const char *mp_pymem_mode_name(enum mp_pymem_mode mode)
     return "unknown";
 }
 
+/* Ours, or (RELOCATE mode, paused) the original we put back ourselves. */
+static bool domain_is_ours(PyMemAllocatorDomain domain, enum mp_pymem_mode mode,
+                           const PyMemAllocatorEx *ours, const PyMemAllocatorEx *orig)
+{
+    if (mode == MP_PYMEM_OFF)
+        return true;
+    PyMemAllocatorEx a;
+    PyMem_GetAllocator(domain, &a);
+    return a.malloc == ours->malloc || (mode == MP_PYMEM_RELOCATE && a.malloc == orig->malloc);
+}
+
 int mp_pymem_outermost(void)
 {
     if (!installed)
         return 0;
-    PyMemAllocatorEx a;
-    if (mem_mode != MP_PYMEM_OFF) {
-        PyMem_GetAllocator(PYMEM_DOMAIN_MEM, &a);
-        if (a.malloc != mem_installed.malloc)
-            return 0;
-    }
-    if (obj_mode != MP_PYMEM_OFF) {
-        PyMem_GetAllocator(PYMEM_DOMAIN_OBJ, &a);
-        if (a.malloc != obj_installed.malloc)
-            return 0;
-    }
-    return 1;
+    return domain_is_ours(PYMEM_DOMAIN_MEM, mem_mode, &mem_installed, &mem_orig) &&
+           domain_is_ours(PYMEM_DOMAIN_OBJ, obj_mode, &obj_installed, &obj_orig);
 }
 
 uint64_t mp_pymem_sampled(void)
