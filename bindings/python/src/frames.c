@@ -85,7 +85,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* everything below but
 /* ---- the string arena --------------------------------------------------------------------- */
 
 #define ARENA_CHUNK (256u << 10)
-#define MAX_NAME 1024u /* longer names are cut (at a character boundary) */
+#define MAX_NAME    1024u /* longer names are cut (at a character boundary) */
 
 static char *arena_next, *arena_end;
 
@@ -163,10 +163,10 @@ static const char *arena_copy(PyObject *s)
 /* ---- code records and (code, line) pairs -------------------------------------------------- */
 
 struct code {
-    uintptr_t addr;        /* the code object's address: a key, never dereferenced here */
-    const char *function;  /* co_qualname, UTF-8 in the arena (NULL if not a str) */
-    const char *file;      /* co_filename, likewise */
-    bool pinned;           /* we hold a strong reference to the code object */
+    uintptr_t addr;       /* the code object's address: a key, never dereferenced here */
+    const char *function; /* co_qualname, UTF-8 in the arena (NULL if not a str) */
+    const char *file;     /* co_filename, likewise */
+    bool pinned;          /* we hold a strong reference to the code object */
     /* what a lookup of an unpinned record checks against the object now at addr */
     int firstlineno;
     Py_ssize_t linetable_size, name_len, file_len;
@@ -178,10 +178,10 @@ struct pair {
     uint32_t line;
 };
 
-#define CHUNK_BITS 12u
-#define CHUNK_SIZE (1u << CHUNK_BITS)
-#define MAX_CHUNKS 4096u /* 16 M pairs */
-#define UNKNOWN_PAIR 0u  /* index 0: "[python frame]", used when a table cannot grow */
+#define CHUNK_BITS   12u
+#define CHUNK_SIZE   (1u << CHUNK_BITS)
+#define MAX_CHUNKS   4096u /* 16 M pairs */
+#define UNKNOWN_PAIR 0u    /* index 0: "[python frame]", used when a table cannot grow */
 
 static _Atomic(struct pair *) chunks[MAX_CHUNKS];
 static _Atomic uint32_t npairs = 1; /* index 0 is reserved */

@@ -220,13 +220,12 @@ static PyObject *mp_stats(PyObject *self, PyObject *unused)
     if (!d)
         return NULL;
 #define U(field) set_u64(d, #field, s.field)
-    if (U(state) || U(sampling_rate) || U(total_samples) || U(live_samples) ||
-        U(freed_samples) || U(unique_stacks) || U(estimated_live_bytes) ||
-        U(heap_map_capacity) || U(heap_map_used) || U(heap_map_full_drops) ||
-        U(stack_table_capacity) || U(stack_table_overflows) || U(bloom_rebuilds) ||
-        U(bloom_fill_permille) || U(death_during_birth) || U(tombstones_reused) ||
-        U(reentrant_skips) || U(truncated_stacks) || U(profiler_bytes) || U(unwinder) ||
-        U(stack_depth_min) || U(stack_depth_total) || U(shallow_stacks) ||
+    if (U(state) || U(sampling_rate) || U(total_samples) || U(live_samples) || U(freed_samples) ||
+        U(unique_stacks) || U(estimated_live_bytes) || U(heap_map_capacity) || U(heap_map_used) ||
+        U(heap_map_full_drops) || U(stack_table_capacity) || U(stack_table_overflows) ||
+        U(bloom_rebuilds) || U(bloom_fill_permille) || U(death_during_birth) ||
+        U(tombstones_reused) || U(reentrant_skips) || U(truncated_stacks) || U(profiler_bytes) ||
+        U(unwinder) || U(stack_depth_min) || U(stack_depth_total) || U(shallow_stacks) ||
         U(unwind_confidence_permille) || U(resolved_addresses) || U(unresolved_addresses) ||
         set_u64(d, "python_frames_interned", mp_frames_interned()) ||
         set_u64(d, "python_eval_frames_replaced", mp_frames_eval_matches()) ||
@@ -246,8 +245,7 @@ static PyObject *mp_stats(PyObject *self, PyObject *unused)
 /* ---- Snapshot ----------------------------------------------------------------------------- */
 
 typedef struct {
-    PyObject_HEAD
-    memprof_snapshot *snap;
+    PyObject_HEAD memprof_snapshot *snap;
 } SnapshotObject;
 
 static void snapshot_dealloc(SnapshotObject *self)
@@ -267,16 +265,14 @@ static PyObject *snapshot_estimate(SnapshotObject *self, PyObject *unused)
     int rc = memprof_snapshot_estimate(self->snap, &e);
     if (rc < 0)
         return raise_rc(rc, "memprof: reading the snapshot's estimate", NULL);
-    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsO}", "live_samples",
-                         (unsigned long long)e.live_samples, "bytes",
-                         (unsigned long long)e.bytes, "bytes_low",
-                         (unsigned long long)e.bytes_low, "bytes_high",
-                         (unsigned long long)e.bytes_high, "count", (unsigned long long)e.count,
-                         "count_low", (unsigned long long)e.count_low, "count_high",
-                         (unsigned long long)e.count_high, "sampling_rate",
-                         (unsigned long long)e.sampling_rate, "timestamp_ns",
-                         (unsigned long long)e.timestamp_ns, "low_confidence",
-                         e.low_confidence ? Py_True : Py_False);
+    return Py_BuildValue(
+        "{sKsKsKsKsKsKsKsKsKsO}", "live_samples", (unsigned long long)e.live_samples, "bytes",
+        (unsigned long long)e.bytes, "bytes_low", (unsigned long long)e.bytes_low, "bytes_high",
+        (unsigned long long)e.bytes_high, "count", (unsigned long long)e.count, "count_low",
+        (unsigned long long)e.count_low, "count_high", (unsigned long long)e.count_high,
+        "sampling_rate", (unsigned long long)e.sampling_rate, "timestamp_ns",
+        (unsigned long long)e.timestamp_ns, "low_confidence",
+        e.low_confidence ? Py_True : Py_False);
 }
 
 PyDoc_STRVAR(samples_doc,
@@ -311,10 +307,9 @@ static PyObject *snapshot_samples(SnapshotObject *self, PyObject *unused)
     return list;
 }
 
-PyDoc_STRVAR(sites_doc,
-             "sites() -> list of (stack_id, live_samples, live_bytes, live_bytes_low, "
-             "live_bytes_high, live_count, alloc_samples, alloc_bytes, alloc_count)\n\n"
-             "Every call site, largest live bytes first (memprof_snapshot_site()).");
+PyDoc_STRVAR(sites_doc, "sites() -> list of (stack_id, live_samples, live_bytes, live_bytes_low, "
+                        "live_bytes_high, live_count, alloc_samples, alloc_bytes, alloc_count)\n\n"
+                        "Every call site, largest live bytes first (memprof_snapshot_site()).");
 
 static PyObject *snapshot_sites(SnapshotObject *self, PyObject *unused)
 {
@@ -332,12 +327,12 @@ static PyObject *snapshot_sites(SnapshotObject *self, PyObject *unused)
             Py_DECREF(list);
             return raise_rc(rc, "memprof: reading a snapshot site", NULL);
         }
-        PyObject *t = Py_BuildValue(
-            "(IKKKKKKKK)", (unsigned)si.stack_id, (unsigned long long)si.live_samples,
-            (unsigned long long)si.live_bytes, (unsigned long long)si.live_bytes_low,
-            (unsigned long long)si.live_bytes_high, (unsigned long long)si.live_count,
-            (unsigned long long)si.alloc_samples, (unsigned long long)si.alloc_bytes,
-            (unsigned long long)si.alloc_count);
+        PyObject *t =
+            Py_BuildValue("(IKKKKKKKK)", (unsigned)si.stack_id, (unsigned long long)si.live_samples,
+                          (unsigned long long)si.live_bytes, (unsigned long long)si.live_bytes_low,
+                          (unsigned long long)si.live_bytes_high, (unsigned long long)si.live_count,
+                          (unsigned long long)si.alloc_samples, (unsigned long long)si.alloc_bytes,
+                          (unsigned long long)si.alloc_count);
         if (!t) {
             Py_DECREF(list);
             return NULL;
@@ -386,12 +381,11 @@ static PyObject *snapshot_stack(SnapshotObject *self, PyObject *arg)
         }
         PyObject *fn = str_or_none(f.function), *file = str_or_none(f.file),
                  *module = str_or_none(f.module);
-        PyObject *frame = fn && file && module
-                              ? Py_BuildValue("(OOIIOKK)", fn, file, (unsigned)f.line,
-                                              (unsigned)f.flags, module,
-                                              (unsigned long long)f.address,
-                                              (unsigned long long)f.load_bias)
-                              : NULL;
+        PyObject *frame =
+            fn && file && module
+                ? Py_BuildValue("(OOIIOKK)", fn, file, (unsigned)f.line, (unsigned)f.flags, module,
+                                (unsigned long long)f.address, (unsigned long long)f.load_bias)
+                : NULL;
         Py_XDECREF(fn);
         Py_XDECREF(file);
         Py_XDECREF(module);
@@ -423,8 +417,7 @@ static PyObject *snapshot_write(SnapshotObject *self, PyObject *args)
                          "for that format yet)",
                          p, memprof_strerror(rc));
         } else if (err == EINVAL) {
-            PyErr_Format(PyExc_ValueError, "memprof: cannot write %s: %s", p,
-                         memprof_strerror(rc));
+            PyErr_Format(PyExc_ValueError, "memprof: cannot write %s: %s", p, memprof_strerror(rc));
         } else if (err == ENOMEM) {
             PyErr_NoMemory();
         } else {

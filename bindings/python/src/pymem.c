@@ -85,8 +85,8 @@ static PyMemAllocatorEx mem_installed, obj_installed;
 static enum mp_pymem_mode mem_mode, obj_mode;
 static bool installed;
 
-static _Atomic uint64_t sampled;         /* reported blocks sampled, ever */
-static _Atomic uint64_t reloc_failures;  /* samples dropped: the arena could not serve them */
+static _Atomic uint64_t sampled;        /* reported blocks sampled, ever */
+static _Atomic uint64_t reloc_failures; /* samples dropped: the arena could not serve them */
 
 static inline bool is_small(size_t n)
 {
@@ -102,9 +102,9 @@ static inline bool is_small(size_t n)
  * through the RAW domain, normally with the GIL too, but the lock makes that not matter. */
 
 #define RELOC_RESERVE (4ull << 30)
-#define RELOC_COMMIT (1u << 20)
+#define RELOC_COMMIT  (1u << 20)
 #define RELOC_CLASSES (SMALL_REQUEST_THRESHOLD / 16)
-#define RELOC_MAGIC 0x6d70726fu
+#define RELOC_MAGIC   0x6d70726fu
 
 struct reloc_hdr {
     uint64_t id;
@@ -112,8 +112,8 @@ struct reloc_hdr {
     uint32_t magic;
 };
 
-static uintptr_t reloc_lo;  /* start of the range, 0 until reserved */
-static size_t reloc_size;   /* bytes reserved; 0 makes in_reloc() false everywhere */
+static uintptr_t reloc_lo; /* start of the range, 0 until reserved */
+static size_t reloc_size;  /* bytes reserved; 0 makes in_reloc() false everywhere */
 static size_t reloc_used, reloc_committed;
 static struct reloc_hdr *reloc_free[RELOC_CLASSES + 1]; /* next pointer stored in payload */
 static pthread_mutex_t reloc_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -428,93 +428,93 @@ static void raw_free(void *ctx, void *p)
 
 /* One set of wrappers per domain (each must reach its own original without using ctx, which
  * is the original's own): RELOCATE mode's (the free is the original's) and WATCH mode's. */
-#define DEFINE_WRAPPERS(dom)                                                                  \
-    /* The hot one: ctx is the original's own, reloaded after the call instead of kept. */   \
-    static void *dom##_malloc_reloc(void *ctx, size_t n)                                      \
-    {                                                                                         \
-        (void)ctx;                                                                            \
-        if (is_small(n) && sample_small(n)) {                                                 \
-            void *p = take_sample(n, false);                                                  \
-            if (p)                                                                            \
-                return p;                                                                     \
-        }                                                                                     \
-        return dom##_orig.malloc(dom##_orig.ctx, n);                                          \
-    }                                                                                         \
-    static void *dom##_calloc_reloc(void *ctx, size_t nelem, size_t elsize)                   \
-    {                                                                                         \
-        size_t n;                                                                             \
-        if (!__builtin_mul_overflow(nelem, elsize, &n) && is_small(n) && sample_small(n)) {   \
-            void *p = take_sample(n, true);                                                   \
-            if (p)                                                                            \
-                return p;                                                                     \
-        }                                                                                     \
-        return dom##_orig.calloc(ctx, nelem, elsize);                                         \
-    }                                                                                         \
-    static void *dom##_realloc_reloc(void *ctx, void *old, size_t n)                          \
-    {                                                                                         \
-        struct watch w = watch_begin();                                                       \
-        void *p = dom##_orig.realloc(ctx, old, n);                                            \
-        /* A result that stayed in the pools is a new small allocation. */                    \
-        if (!watch_end(w) && p && is_small(n) && sample_small(n)) {                           \
-            void *q = take_sample(n, false);                                                  \
-            if (q) {                                                                          \
-                memcpy(q, p, n);                                                              \
-                dom##_orig.free(ctx, p);                                                      \
-                return q;                                                                     \
-            }                                                                                 \
-        }                                                                                     \
-        return p;                                                                             \
-    }                                                                                         \
-    static void *dom##_malloc_watch(void *ctx, size_t n)                                      \
-    {                                                                                         \
-        struct watch w = watch_begin();                                                       \
-        void *p = dom##_orig.malloc(ctx, n);                                                  \
-        if (!watch_end(w) && p && n)                                                          \
-            report_pool_alloc(p, n);                                                          \
-        return p;                                                                             \
-    }                                                                                         \
-    static void *dom##_calloc_watch(void *ctx, size_t nelem, size_t elsize)                   \
-    {                                                                                         \
-        size_t n;                                                                             \
-        bool overflow = __builtin_mul_overflow(nelem, elsize, &n);                            \
-        struct watch w = watch_begin();                                                       \
-        void *p = dom##_orig.calloc(ctx, nelem, elsize);                                      \
-        if (!watch_end(w) && p && !overflow && n)                                             \
-            report_pool_alloc(p, n);                                                          \
-        return p;                                                                             \
-    }                                                                                         \
-    static void *dom##_realloc_watch(void *ctx, void *old, size_t n)                          \
-    {                                                                                         \
-        struct watch w = watch_begin();                                                       \
-        void *p = dom##_orig.realloc(ctx, old, n);                                            \
-        bool fwd = watch_end(w);                                                              \
-        if (!p)                                                                               \
-            return p; /* failed: the old block and its sample stay */                         \
-        report_pool_free(old);                                                                \
-        if (!fwd && n)                                                                        \
-            report_pool_alloc(p, n);                                                          \
-        return p;                                                                             \
-    }                                                                                         \
-    __attribute__((noinline)) static void dom##_free_checked(void *ctx, void *p)              \
-    {                                                                                         \
-        report_pool_free_slow(p);                                                             \
-        dom##_orig.free(ctx, p);                                                              \
-    }                                                                                         \
-    /* Both branches end in tail calls: no stack frame. */                                    \
-    static void dom##_free_watch(void *ctx, void *p)                                          \
-    {                                                                                         \
-        if (pool_free_needs_check(p))                                                         \
-            dom##_free_checked(ctx, p);                                                       \
-        else                                                                                  \
-            dom##_orig.free(ctx, p);                                                          \
-    }                                                                                         \
-    static PyMemAllocatorEx dom##_hooks(void)                                                 \
-    {                                                                                         \
-        if (dom##_mode == MP_PYMEM_RELOCATE)                                                  \
-            return (PyMemAllocatorEx){dom##_orig.ctx, dom##_malloc_reloc, dom##_calloc_reloc,   \
-                                      dom##_realloc_reloc, dom##_orig.free};                  \
-        return (PyMemAllocatorEx){dom##_orig.ctx, dom##_malloc_watch, dom##_calloc_watch,     \
-                                  dom##_realloc_watch, dom##_free_watch};                     \
+#define DEFINE_WRAPPERS(dom)                                                                       \
+    /* The hot one: ctx is the original's own, reloaded after the call instead of kept. */         \
+    static void *dom##_malloc_reloc(void *ctx, size_t n)                                           \
+    {                                                                                              \
+        (void)ctx;                                                                                 \
+        if (is_small(n) && sample_small(n)) {                                                      \
+            void *p = take_sample(n, false);                                                       \
+            if (p)                                                                                 \
+                return p;                                                                          \
+        }                                                                                          \
+        return dom##_orig.malloc(dom##_orig.ctx, n);                                               \
+    }                                                                                              \
+    static void *dom##_calloc_reloc(void *ctx, size_t nelem, size_t elsize)                        \
+    {                                                                                              \
+        size_t n;                                                                                  \
+        if (!__builtin_mul_overflow(nelem, elsize, &n) && is_small(n) && sample_small(n)) {        \
+            void *p = take_sample(n, true);                                                        \
+            if (p)                                                                                 \
+                return p;                                                                          \
+        }                                                                                          \
+        return dom##_orig.calloc(ctx, nelem, elsize);                                              \
+    }                                                                                              \
+    static void *dom##_realloc_reloc(void *ctx, void *old, size_t n)                               \
+    {                                                                                              \
+        struct watch w = watch_begin();                                                            \
+        void *p = dom##_orig.realloc(ctx, old, n);                                                 \
+        /* A result that stayed in the pools is a new small allocation. */                         \
+        if (!watch_end(w) && p && is_small(n) && sample_small(n)) {                                \
+            void *q = take_sample(n, false);                                                       \
+            if (q) {                                                                               \
+                memcpy(q, p, n);                                                                   \
+                dom##_orig.free(ctx, p);                                                           \
+                return q;                                                                          \
+            }                                                                                      \
+        }                                                                                          \
+        return p;                                                                                  \
+    }                                                                                              \
+    static void *dom##_malloc_watch(void *ctx, size_t n)                                           \
+    {                                                                                              \
+        struct watch w = watch_begin();                                                            \
+        void *p = dom##_orig.malloc(ctx, n);                                                       \
+        if (!watch_end(w) && p && n)                                                               \
+            report_pool_alloc(p, n);                                                               \
+        return p;                                                                                  \
+    }                                                                                              \
+    static void *dom##_calloc_watch(void *ctx, size_t nelem, size_t elsize)                        \
+    {                                                                                              \
+        size_t n;                                                                                  \
+        bool overflow = __builtin_mul_overflow(nelem, elsize, &n);                                 \
+        struct watch w = watch_begin();                                                            \
+        void *p = dom##_orig.calloc(ctx, nelem, elsize);                                           \
+        if (!watch_end(w) && p && !overflow && n)                                                  \
+            report_pool_alloc(p, n);                                                               \
+        return p;                                                                                  \
+    }                                                                                              \
+    static void *dom##_realloc_watch(void *ctx, void *old, size_t n)                               \
+    {                                                                                              \
+        struct watch w = watch_begin();                                                            \
+        void *p = dom##_orig.realloc(ctx, old, n);                                                 \
+        bool fwd = watch_end(w);                                                                   \
+        if (!p)                                                                                    \
+            return p; /* failed: the old block and its sample stay */                              \
+        report_pool_free(old);                                                                     \
+        if (!fwd && n)                                                                             \
+            report_pool_alloc(p, n);                                                               \
+        return p;                                                                                  \
+    }                                                                                              \
+    __attribute__((noinline)) static void dom##_free_checked(void *ctx, void *p)                   \
+    {                                                                                              \
+        report_pool_free_slow(p);                                                                  \
+        dom##_orig.free(ctx, p);                                                                   \
+    }                                                                                              \
+    /* Both branches end in tail calls: no stack frame. */                                         \
+    static void dom##_free_watch(void *ctx, void *p)                                               \
+    {                                                                                              \
+        if (pool_free_needs_check(p))                                                              \
+            dom##_free_checked(ctx, p);                                                            \
+        else                                                                                       \
+            dom##_orig.free(ctx, p);                                                               \
+    }                                                                                              \
+    static PyMemAllocatorEx dom##_hooks(void)                                                      \
+    {                                                                                              \
+        if (dom##_mode == MP_PYMEM_RELOCATE)                                                       \
+            return (PyMemAllocatorEx){dom##_orig.ctx, dom##_malloc_reloc, dom##_calloc_reloc,      \
+                                      dom##_realloc_reloc, dom##_orig.free};                       \
+        return (PyMemAllocatorEx){dom##_orig.ctx, dom##_malloc_watch, dom##_calloc_watch,          \
+                                  dom##_realloc_watch, dom##_free_watch};                          \
     }
 
 DEFINE_WRAPPERS(mem)
@@ -614,8 +614,8 @@ static void swap_domain(PyMemAllocatorDomain domain, enum mp_pymem_mode mode,
     PyMemAllocatorEx cur;
     PyMem_GetAllocator(domain, &cur);
     const PyMemAllocatorEx *from = on ? orig : ours, *to = on ? ours : orig;
-    if (cur.malloc == from->malloc && cur.calloc == from->calloc &&
-        cur.realloc == from->realloc && cur.ctx == from->ctx) {
+    if (cur.malloc == from->malloc && cur.calloc == from->calloc && cur.realloc == from->realloc &&
+        cur.ctx == from->ctx) {
         PyMemAllocatorEx a = *to;
         PyMem_SetAllocator(domain, &a);
     }
@@ -631,8 +631,9 @@ enum mp_pymem_mode mp_pymem_mode(PyMemAllocatorDomain domain)
 {
     if (!installed)
         return MP_PYMEM_NOT_INSTALLED;
-    return domain == PYMEM_DOMAIN_OBJ ? obj_mode : domain == PYMEM_DOMAIN_MEM ? mem_mode
-                                                                              : MP_PYMEM_OFF;
+    return domain == PYMEM_DOMAIN_OBJ   ? obj_mode
+           : domain == PYMEM_DOMAIN_MEM ? mem_mode
+                                        : MP_PYMEM_OFF;
 }
 
 const char *mp_pymem_mode_name(enum mp_pymem_mode mode)
