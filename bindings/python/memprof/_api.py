@@ -14,6 +14,7 @@ intervals in separate ``*_low``/``*_high`` attributes.
 
 from __future__ import annotations
 
+import array
 import bisect
 import gc
 import os
@@ -333,10 +334,11 @@ def _site_frame(stack: Sequence[StackFrame], user_code: bool = True) -> Optional
 
 class _GcEpochs:
     """Records the CLOCK_MONOTONIC time of every garbage collection start (gc.callbacks),
-    so that a sample's GC epoch is the number of collections started before it."""
+    so that a sample's GC epoch is the number of collections started before it. The times
+    are kept in an array of 64-bit ints (8 bytes per collection)."""
 
     def __init__(self) -> None:
-        self.starts: List[int] = []
+        self.starts = array.array("q")
         self.enabled = False
 
     def _callback(self, phase: str, info: dict) -> None:
