@@ -9,6 +9,8 @@
 #define _GNU_SOURCE
 #include "config.h"
 
+#include "api/values.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -73,40 +75,7 @@ int memprof_cli_bad_option(const char *cmd, int c, char **argv)
 
 uint64_t memprof_cli_parse_rate(const char *v)
 {
-    if (!v || *v < '0' || *v > '9')
-        return 0;
-    errno = 0;
-    char *end;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (errno)
-        return 0;
-    unsigned shift = 0;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        shift = 10;
-        end++;
-        break;
-    case 'm':
-    case 'M':
-        shift = 20;
-        end++;
-        break;
-    case 'g':
-    case 'G':
-        shift = 30;
-        end++;
-        break;
-    default:
-        break;
-    }
-    if (*end == 'i' && shift) /* 64Ki, 64KiB */
-        end++;
-    if ((*end == 'b' || *end == 'B') && shift)
-        end++;
-    if (*end || n == 0 || n > (MEMPROF_MAX_RATE >> shift))
-        return 0;
-    return (uint64_t)n << shift;
+    return memprof__parse_rate(v);
 }
 
 bool memprof_cli_parse_uint(const char *s, unsigned long max, unsigned long *out)
@@ -122,32 +91,9 @@ bool memprof_cli_parse_uint(const char *s, unsigned long max, unsigned long *out
     return true;
 }
 
-static const struct {
-    const char *name;
-    int signo;
-} signal_names[] = {
-    {"HUP", SIGHUP},   {"INT", SIGINT},     {"QUIT", SIGQUIT}, {"USR1", SIGUSR1},
-    {"USR2", SIGUSR2}, {"PIPE", SIGPIPE},   {"ALRM", SIGALRM}, {"TERM", SIGTERM},
-    {"CONT", SIGCONT}, {"TSTP", SIGTSTP},   {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU},
-    {"URG", SIGURG},   {"XCPU", SIGXCPU},   {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM},
-    {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"POLL", SIGPOLL}, {"PWR", SIGPWR},
-    {"SYS", SIGSYS},
-};
-
 int memprof_cli_parse_signal(const char *v)
 {
-    if (!v || !*v)
-        return 0;
-    if (!strncasecmp(v, "SIG", 3))
-        v += 3;
-    for (size_t i = 0; i < sizeof signal_names / sizeof *signal_names; i++)
-        if (!strcasecmp(v, signal_names[i].name))
-            return signal_names[i].signo;
-    unsigned long n;
-    if (memprof_cli_parse_uint(v, NSIG - 1, &n) && n > 0 && n != SIGKILL && n != SIGSTOP &&
-        n != SIGSEGV && n != SIGBUS && n != SIGFPE && n != SIGILL)
-        return (int)n;
-    return 0;
+    return memprof__parse_signal(v);
 }
 
 const char *memprof_cli_signal_name(int signo, char *buf, size_t size)

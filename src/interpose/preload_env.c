@@ -33,6 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/values.h"
 #include "core/engine.h"
 #include "interpose/preload.h"
 #include "memprof/memprof.h"
@@ -71,45 +72,6 @@ static int parse_bool(const char *name, const char *v, int dflt)
     return dflt;
 }
 
-/* A rate: digits with an optional K/M/G (binary) suffix, 1 .. 2^40. Returns 0 if invalid. */
-static uint64_t parse_rate(const char *v)
-{
-    if (!v || *v < '0' || *v > '9')
-        return 0;
-    errno = 0;
-    char *end;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (errno)
-        return 0;
-    unsigned shift = 0;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        shift = 10;
-        end++;
-        break;
-    case 'm':
-    case 'M':
-        shift = 20;
-        end++;
-        break;
-    case 'g':
-    case 'G':
-        shift = 30;
-        end++;
-        break;
-    default:
-        break;
-    }
-    if (*end == 'i' && shift) /* accept "KiB"-style spellings: 64Ki, 64KiB */
-        end++;
-    if ((*end == 'b' || *end == 'B') && shift)
-        end++;
-    if (*end || n == 0 || n > (MEMPROF_MAX_RATE >> shift))
-        return 0;
-    return (uint64_t)n << shift;
-}
-
 static const struct {
     const char *name;
     memprof_format format;
@@ -119,34 +81,6 @@ static const struct {
     {"html", MEMPROF_FORMAT_HTML},
 };
 
-static const struct {
-    const char *name;
-    int signo;
-} signals[] = {
-    {"HUP", SIGHUP},   {"INT", SIGINT},     {"QUIT", SIGQUIT}, {"USR1", SIGUSR1},
-    {"USR2", SIGUSR2}, {"PIPE", SIGPIPE},   {"ALRM", SIGALRM}, {"TERM", SIGTERM},
-    {"CONT", SIGCONT}, {"TSTP", SIGTSTP},   {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU},
-    {"URG", SIGURG},   {"XCPU", SIGXCPU},   {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM},
-    {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"POLL", SIGPOLL}, {"PWR", SIGPWR},
-    {"SYS", SIGSYS},
-};
-
-/* A catchable signal by name (with or without "SIG") or number; 0 if invalid. */
-static int parse_signal(const char *v)
-{
-    if (!strncmp(v, "SIG", 3))
-        v += 3;
-    for (size_t i = 0; i < sizeof signals / sizeof *signals; i++)
-        if (!strcasecmp(v, signals[i].name))
-            return signals[i].signo;
-    char *end;
-    long n = strtol(v, &end, 10);
-    if (*v && !*end && n > 0 && n < NSIG && n != SIGKILL && n != SIGSTOP && n != SIGSEGV &&
-        n != SIGBUS && n != SIGFPE && n != SIGILL)
-        return (int)n;
-    return 0;
-}
-
 void memprof__preload_configure(void)
 {
     struct memprof_dump_config dump = {.format = MEMPROF_FORMAT_AUTO};
@@ -154,7 +88,7 @@ void memprof__preload_configure(void)
     int start = parse_bool("MEMPROF_START", getenv("MEMPROF_START"), 1);
 
     const char *rate_s = getenv("MEMPROF_RATE");
-    uint64_t rate = parse_rate(rate_s);
+    uint64_t rate = memprof__parse_rate(rate_s);
     if (rate_s && !rate)
         say("memprof: ignoring MEMPROF_RATE='%s': expected bytes between 1 and 2^40, "
             "optionally with a K, M or G suffix (e.g. 524288 or 512K); using %u",
@@ -193,7 +127,7 @@ void memprof__preload_configure(void)
             dump.interval_s = (unsigned)n;
     }
     const char *sig = getenv("MEMPROF_SIGNAL");
-    if (sig && *sig && !(dump.signo = parse_signal(sig)))
+    if (sig && *sig && !(dump.signo = memprof__parse_signal(sig)))
         say("memprof: ignoring MEMPROF_SIGNAL='%s': expected a signal name such as USR2, or a "
             "number",
             sig);

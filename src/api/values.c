@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Parsing of sampling rates and signal names (values.h).
+ */
+#define _GNU_SOURCE
+#include "api/values.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/engine.h"
+
+uint64_t memprof__parse_rate(const char *v)
+{
+    if (!v || *v < '0' || *v > '9')
+        return 0;
+    errno = 0;
+    char *end;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno)
+        return 0;
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k':
+    case 'K':
+        shift = 10;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        break;
+    default:
+        break;
+    }
+    if (shift) {
+        end++;
+        if (*end == 'i') /* 64Ki, 64KiB */
+            end++;
+        if (*end == 'b' || *end == 'B')
+            end++;
+    }
+    if (*end || n == 0 || n > (MEMPROF_MAX_RATE >> shift))
+        return 0;
+    return (uint64_t)n << shift;
+}
+
+static const struct {
+    const char *name;
+    int signo;
+} signals[] = {
+    {"HUP", SIGHUP},   {"INT", SIGINT},     {"QUIT", SIGQUIT}, {"USR1", SIGUSR1},
+    {"USR2", SIGUSR2}, {"PIPE", SIGPIPE},   {"ALRM", SIGALRM}, {"TERM", SIGTERM},
+    {"CONT", SIGCONT}, {"TSTP", SIGTSTP},   {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU},
+    {"URG", SIGURG},   {"XCPU", SIGXCPU},   {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM},
+    {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"POLL", SIGPOLL}, {"PWR", SIGPWR},
+    {"SYS", SIGSYS},
+};
+
+int memprof__parse_signal(const char *v)
+{
+    if (!v || !*v)
+        return 0;
+    if (!strncasecmp(v, "SIG", 3))
+        v += 3;
+    for (size_t i = 0; i < sizeof signals / sizeof *signals; i++)
+        if (!strcasecmp(v, signals[i].name))
+            return signals[i].signo;
+    if (*v < '0' || *v > '9')
+        return 0;
+    errno = 0;
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (errno || *end || n <= 0 || n >= NSIG || n == SIGKILL || n == SIGSTOP || n == SIGSEGV ||
+        n == SIGBUS || n == SIGFPE || n == SIGILL)
+        return 0;
+    return (int)n;
+}
