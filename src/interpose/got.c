@@ -167,28 +167,28 @@ static void *hook_for(const struct object *o, size_t symidx)
     return NULL;
 }
 
+/* One relocation: if it binds an allocator function through a GOT slot, point the slot at
+ * the hook. */
+static void patch_reloc(const struct object *o, uint64_t info, uint64_t offset)
+{
+    unsigned long type = ELF64_R_TYPE(info);
+    if (type != R_JUMP_SLOT && type != R_GLOB_DAT)
+        return;
+    void *fn = hook_for(o, ELF64_R_SYM(info));
+    if (fn)
+        patch_slot(o, (void **)(o->base + offset), fn);
+}
+
 static void patch_rela(const struct object *o, const ElfW(Rela) * r, size_t bytes)
 {
-    for (size_t i = 0; i < bytes / sizeof *r; i++) {
-        unsigned long type = ELF64_R_TYPE(r[i].r_info);
-        if (type != R_JUMP_SLOT && type != R_GLOB_DAT)
-            continue;
-        void *fn = hook_for(o, ELF64_R_SYM(r[i].r_info));
-        if (fn)
-            patch_slot(o, (void **)(o->base + r[i].r_offset), fn);
-    }
+    for (size_t i = 0; i < bytes / sizeof *r; i++)
+        patch_reloc(o, r[i].r_info, r[i].r_offset);
 }
 
 static void patch_rel(const struct object *o, const ElfW(Rel) * r, size_t bytes)
 {
-    for (size_t i = 0; i < bytes / sizeof *r; i++) {
-        unsigned long type = ELF64_R_TYPE(r[i].r_info);
-        if (type != R_JUMP_SLOT && type != R_GLOB_DAT)
-            continue;
-        void *fn = hook_for(o, ELF64_R_SYM(r[i].r_info));
-        if (fn)
-            patch_slot(o, (void **)(o->base + r[i].r_offset), fn);
-    }
+    for (size_t i = 0; i < bytes / sizeof *r; i++)
+        patch_reloc(o, r[i].r_info, r[i].r_offset);
 }
 
 /* The loader relocates most objects' dynamic-section pointers in place; the vDSO's (and
