@@ -29,6 +29,8 @@
 #define _GNU_SOURCE
 #include "config.h"
 
+#include "api/values.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -136,29 +138,10 @@ static bool append(char *buf, size_t *len, const char *s, bool escape)
     return true;
 }
 
-/* Expands %p and %% exactly as the plugin does (preload_dump.c). */
+/* Expands %p and %% exactly as the plugin does (one shared implementation). */
 static bool expand(const char *tmpl, pid_t pid, char *out, size_t size)
 {
-    size_t o = 0;
-    for (const char *p = tmpl; *p; p++) {
-        char piece[32];
-        if (*p == '%' && p[1] == 'p') {
-            snprintf(piece, sizeof piece, "%d", (int)pid);
-            p++;
-        } else if (*p == '%' && p[1] == '%') {
-            piece[0] = '%', piece[1] = 0;
-            p++;
-        } else {
-            piece[0] = *p, piece[1] = 0;
-        }
-        size_t n = strlen(piece);
-        if (o + n >= size)
-            return false;
-        memcpy(out + o, piece, n);
-        o += n;
-    }
-    out[o] = 0;
-    return true;
+    return memprof__expand_path(tmpl, pid, out, size, NULL);
 }
 
 /* The profile paths of one run. `tmpl` is relative to this process's directory (used here);

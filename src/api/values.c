@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Parsing of sampling rates and signal names (values.h).
+ * Parsing of sampling rates and signal names, and path-template expansion (values.h).
  */
 #define _GNU_SOURCE
 #include "api/values.h"
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -81,4 +82,32 @@ int memprof__parse_signal(const char *v)
         n == SIGBUS || n == SIGFPE || n == SIGILL)
         return 0;
     return (int)n;
+}
+
+bool memprof__expand_path(const char *tmpl, pid_t pid, char *out, size_t size, bool *had_pid)
+{
+    size_t o = 0;
+    if (had_pid)
+        *had_pid = false;
+    for (const char *p = tmpl; *p; p++) {
+        char piece[32];
+        if (*p == '%' && p[1] == 'p') {
+            snprintf(piece, sizeof piece, "%d", (int)pid);
+            if (had_pid)
+                *had_pid = true;
+            p++;
+        } else if (*p == '%' && p[1] == '%') {
+            piece[0] = '%', piece[1] = 0;
+            p++;
+        } else {
+            piece[0] = *p, piece[1] = 0;
+        }
+        size_t n = strlen(piece);
+        if (o + n >= size)
+            return false;
+        memcpy(out + o, piece, n);
+        o += n;
+    }
+    out[o] = 0;
+    return true;
 }

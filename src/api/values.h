@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Parsers for the values users type -- sampling rates and signal names -- shared by the
- * preload plugin's environment (MEMPROF_RATE, MEMPROF_SIGNAL) and the memprof command's
- * options, so both accept exactly the same spellings.
+ * The values users type -- sampling rates, signal names, profile path templates -- parsed
+ * once for the preload plugin's environment (MEMPROF_RATE, MEMPROF_SIGNAL, MEMPROF_OUTPUT)
+ * and the memprof command's options, so both accept and expand exactly the same spellings.
  */
 #ifndef MEMPROF_API_VALUES_H
 #define MEMPROF_API_VALUES_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "common/compiler.h"
 
@@ -18,5 +21,11 @@ MEMPROF_INTERNAL uint64_t memprof__parse_rate(const char *v);
  * cannot be caught or mean a crash (KILL, STOP, SEGV, BUS, FPE, ILL) are refused.
  * Returns 0 if invalid. */
 MEMPROF_INTERNAL int memprof__parse_signal(const char *v);
+
+/* Expands a profile path template: "%p" becomes `pid`, "%%" a single "%". Sets *had_pid
+ * (if not NULL) when the template contains "%p". Returns false if the result does not fit
+ * in `size` bytes. */
+MEMPROF_INTERNAL bool memprof__expand_path(const char *tmpl, pid_t pid, char *out, size_t size,
+                                           bool *had_pid);
 
 #endif

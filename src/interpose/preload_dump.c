@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/values.h"
 #include "core/engine.h"
 #include "interpose/preload.h"
 #include "memprof/memprof.h"
@@ -38,28 +39,10 @@ static volatile sig_atomic_t exiting;
 /* Expands %p and %% in the output template for the given pid; false if too long or bad. */
 static bool expand_path(const char *tmpl, pid_t pid, char *out, size_t size)
 {
-    size_t o = 0;
-    bool had_pid = false;
-    for (const char *p = tmpl; *p; p++) {
-        char piece[32];
-        const char *add = piece;
-        if (*p == '%' && p[1] == 'p') {
-            snprintf(piece, sizeof piece, "%d", (int)pid);
-            had_pid = true;
-            p++;
-        } else if (*p == '%' && p[1] == '%') {
-            piece[0] = '%', piece[1] = 0;
-            p++;
-        } else {
-            piece[0] = *p, piece[1] = 0;
-        }
-        size_t n = strlen(add);
-        if (o + n >= size)
-            return false;
-        memcpy(out + o, add, n);
-        o += n;
-    }
-    out[o] = 0;
+    bool had_pid;
+    if (!memprof__expand_path(tmpl, pid, out, size, &had_pid))
+        return false;
+    size_t o = strlen(out);
     if (!had_pid && pid != pid_at_start) {
         /* A forked child: never overwrite the parent's profile. */
         int n = snprintf(out + o, size - o, ".%d", (int)pid);
