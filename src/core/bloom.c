@@ -15,7 +15,7 @@
 
 static size_t filter_bytes(const struct memprof_bloom *b)
 {
-    return b->nblocks * 64;
+    return b->nwords * 8;
 }
 
 int memprof__bloom_init(struct memprof_bloom *b, uint64_t capacity)
@@ -26,11 +26,11 @@ int memprof__bloom_init(struct memprof_bloom *b, uint64_t capacity)
     size_t nbits = 1 << 16;
     while (nbits < capacity * 2 && nbits < ((size_t)1 << 36))
         nbits <<= 1;
-    *b = (struct memprof_bloom){.nblocks = nbits / 512};
+    *b = (struct memprof_bloom){.nwords = nbits / 64};
     unsigned lg = 0;
-    while (((size_t)1 << lg) < b->nblocks)
+    while (((size_t)1 << lg) < b->nwords)
         lg++;
-    b->block_shift = 64 - lg;
+    b->word_shift = 64 - lg;
     for (int i = 0; i < 2; i++) {
         b->filters[i].words = memprof__pf_map(filter_bytes(b));
         if (!b->filters[i].words) {
@@ -51,13 +51,11 @@ void memprof__bloom_destroy(struct memprof_bloom *b)
 static void filter_add(struct memprof_bloom *b, struct memprof_bloom_filter *f, uint64_t key)
 {
     uint64_t h = memprof__mix64(key);
-    _Atomic uint64_t *blk = f->words + ((h >> b->block_shift) << 3);
-    for (int i = 0; i < 4; i++) {
-        unsigned bit = (unsigned)(h >> (9 * i)) & 511;
-        uint64_t mask = (uint64_t)1 << (bit & 63);
-        if (!(memprof_atomic_or_relaxed(&blk[bit >> 6], mask) & mask))
-            memprof_atomic_add_relaxed(&f->ones, 1);
-    }
+    uint64_t mask = memprof__bloom_mask(h);
+    uint64_t old = memprof_atomic_or_relaxed(&f->words[h >> b->word_shift], mask);
+    uint64_t fresh = mask & ~old;
+    if (fresh)
+        memprof_atomic_add_relaxed(&f->ones, (uint64_t)__builtin_popcountll(fresh));
 }
 
 /* Adds the key to the filter(s) that generation g makes readers and rebuilds look at. */
@@ -103,7 +101,7 @@ unsigned memprof__bloom_fill_permille(struct memprof_bloom *b)
     if (g == 0)
         return 0;
     uint64_t ones = memprof_atomic_load_relaxed(&b->filters[(g >> 1) & 1].ones);
-    return (unsigned)(ones * 1000 / (b->nblocks * 512));
+    return (unsigned)(ones * 1000 / (b->nwords * 64));
 }
 
 bool memprof__bloom_should_rebuild(struct memprof_bloom *b, uint64_t live_keys)

@@ -282,7 +282,7 @@ int memprof__engine_init(const struct memprof_engine_config *cfg)
         memprof__guard_leave(g);
         return rc;
     }
-    E.mapped_bytes = E.hm.nslots * sizeof(struct memprof_hm_slot) + E.bloom.nblocks * 128 +
+    E.mapped_bytes = E.hm.nslots * sizeof(struct memprof_hm_slot) + E.bloom.nwords * 16 +
                      E.st.max_stacks * sizeof(struct memprof_stack) +
                      E.st.nbuckets * sizeof(uint32_t) + E.st.arena_cap * sizeof(uintptr_t);
     memprof__capture_add_own_sampling_text();

@@ -127,12 +127,18 @@ MEMPROF_INLINE void memprof__on_alloc(void *ptr, size_t size)
         memprof__alloc_slow(ptr, size);
 }
 
+/* Whether ptr may be a live sample (false means certainly not). Nothing live (the common
+ * case in programs that free what they sample quickly) means nothing to look for; the count
+ * only changes in cold paths, so its line stays shared. */
+MEMPROF_INLINE bool memprof__maybe_sampled(const void *ptr)
+{
+    return memprof_atomic_load_relaxed(&memprof__engine.hm.live) != 0 && ptr &&
+           memprof__bloom_maybe(&memprof__engine.bloom, (uint64_t)(uintptr_t)ptr);
+}
+
 MEMPROF_INLINE void memprof__on_free(void *ptr)
 {
-    /* Nothing live (the common case in programs that free what they sample quickly) means
-     * nothing to look for; the count only changes in cold paths, so its line stays shared. */
-    if (ptr && memprof_atomic_load_relaxed(&memprof__engine.hm.live) != 0 &&
-        memprof__bloom_maybe(&memprof__engine.bloom, (uint64_t)(uintptr_t)ptr))
+    if (MEMPROF_UNLIKELY(memprof__maybe_sampled(ptr)))
         memprof__free_slow(ptr);
 }
 

@@ -4,9 +4,9 @@
  * allocation runs.
  *
  * Sampling is a Poisson process over allocated bytes with mean interval R (the sampling
- * rate). Each thread keeps a signed countdown C of bytes to the next sample point, drawn as
- * floor(Exp(R)) + 1. An allocation of s bytes subtracts s; it is sampled when the countdown
- * reaches zero or below, i.e. when C <= s, which happens with probability
+ * rate). Each thread keeps a countdown C of bytes to the next sample point, drawn as
+ * floor(Exp(R)) + 1. An allocation of s bytes is sampled when the sample point falls within
+ * it, i.e. when C <= s, which happens with probability
  * p(s) = 1 - exp(-s / R) exactly for integer s. After a sample a fresh countdown is drawn;
  * after a miss the remainder C - s is again exponential (memorylessness), so allocations are
  * sampled independently and a sample of size s stands for s / p(s) bytes and 1 / p(s)
@@ -14,8 +14,8 @@
  * interval of jemalloc's prof_sample and tcmalloc's sampler, cf. Devroye, "Non-Uniform
  * Random Variate Generation" (1986), ch. 2.
  *
- * The fast path is one TLS decrement and one well-predicted branch: no atomics, no global
- * loads. Anything else (seeding, state checks, rate changes) happens in the cold path.
+ * The fast path is one TLS compare, a well-predicted branch and a TLS store: no atomics,
+ * no global loads. Anything else (seeding, state checks, rate changes) happens in the cold path.
  */
 #ifndef MEMPROF_CORE_SAMPLER_H
 #define MEMPROF_CORE_SAMPLER_H
@@ -35,7 +35,7 @@ struct memprof_rng {
  * no frame buffers here, those live on the cold path's stack. Zero-initialised, which makes
  * a new thread's first allocation take the cold path, where the thread is seeded. */
 struct memprof_tls {
-    int64_t countdown; /* bytes until the next sample point; <= 0 means "take the cold path" */
+    int64_t countdown; /* bytes until the next sample point; 0 = not drawn yet (cold path) */
     struct memprof_rng rng;
     uintptr_t stack_top; /* exclusive upper bound of this thread's stack, 0 = not yet known */
     uint32_t generation; /* engine generation the countdown was drawn for */
@@ -56,13 +56,18 @@ uint64_t memprof__rng_next(struct memprof_rng *rng);
 int64_t memprof__sampler_draw(struct memprof_rng *rng, uint64_t mean);
 
 /* The allocation fast path: charges `size` bytes to the calling thread and says whether
- * the cold path (memprof__alloc_slow) must run for this allocation. */
+ * the cold path (memprof__alloc_slow) must run for this allocation, i.e. whether the next
+ * sample point C falls within it (C <= size). The countdown is never negative: 0 means "not
+ * drawn yet" and sends any allocation to the cold path, which draws a fresh countdown
+ * whenever it returns, so the countdown is not charged on that branch. An unsigned compare
+ * instead of a signed subtraction needs no saturation for sizes above INT64_MAX. */
 MEMPROF_INLINE bool memprof__sampler_charge(size_t size)
 {
-    /* Sizes above INT64_MAX cannot be allocated; saturating keeps the countdown from
-     * wrapping (it is always >= 1 here, so the subtraction cannot overflow). */
-    int64_t s = (int64_t)size < 0 ? INT64_MAX : (int64_t)size;
-    return MEMPROF_UNLIKELY((memprof__tls.countdown -= s) <= 0);
+    uint64_t c = (uint64_t)memprof__tls.countdown;
+    if (MEMPROF_UNLIKELY((uint64_t)size >= c))
+        return true;
+    memprof__tls.countdown = (int64_t)(c - size);
+    return false;
 }
 
 #endif

@@ -31,7 +31,19 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-static struct memprof_allocator real;
+static void *early_malloc(size_t n);
+static void early_free(void *p);
+static void *early_calloc(size_t n, size_t size);
+static void *early_realloc(void *old, size_t n);
+
+/* The hot entry points call through `real` without testing whether it is resolved yet:
+ * until it is, these slots hold the early_*() functions below, which resolve first. */
+static struct memprof_allocator real = {
+    .malloc = early_malloc,
+    .free = early_free,
+    .calloc = early_calloc,
+    .realloc = early_realloc,
+};
 
 /* 0 = not resolved, 1 = resolving (allocations go to the bootstrap heap), 2 = resolved. */
 static _Atomic int resolve_state;
@@ -79,14 +91,47 @@ static bool resolve_real(void)
                          pv.dli_fbase != ma.dli_fbase))
         real.pvalloc = NULL;
     real.malloc_usable_size = next("malloc_usable_size", 1);
-    /* malloc last: the hooks test it to know that everything is resolved. */
-    void *(*m)(size_t) = next("malloc", 1);
-    atomic_store_explicit((_Atomic(void *(*)(size_t)) *)&real.malloc, m, memory_order_release);
+    real.malloc = next("malloc", 1);
     atomic_store_explicit(&resolve_state, 2, memory_order_release);
     return true;
 }
 
-#define READY() MEMPROF_LIKELY(real.malloc != NULL)
+/* The slots may be seen filled before resolve_state says so: that is fine, each is either
+ * its early_*() function or the real one. */
+static inline bool ready(void)
+{
+    return MEMPROF_LIKELY(atomic_load_explicit(&resolve_state, memory_order_acquire) == 2) ||
+           resolve_real();
+}
+
+/* The real functions, once known; before that, the bootstrap heap. They are called by the
+ * wrappers after the profiler's own work, so they only allocate or free. Only bootstrap
+ * blocks exist before resolution, and free() and realloc() catch those first. */
+static void *early_malloc(size_t n)
+{
+    return ready() ? real.malloc(n) : memprof__bootstrap_alloc(n, 16);
+}
+
+static void early_free(void *p)
+{
+    if (ready())
+        real.free(p);
+}
+
+static void *early_calloc(size_t n, size_t size)
+{
+    if (ready())
+        return real.calloc(n, size);
+    /* The wrapper checked n * size for overflow; static storage is already zero. */
+    return memprof__bootstrap_alloc(n * size, 16);
+}
+
+static void *early_realloc(void *old, size_t n)
+{
+    if (ready())
+        return real.realloc(old, n);
+    return old ? NULL : memprof__bootstrap_alloc(n, 16);
+}
 
 __attribute__((constructor(101))) static void preload_init(void)
 {
@@ -100,8 +145,6 @@ __attribute__((constructor(101))) static void preload_init(void)
 
 EXPORT void *malloc(size_t n)
 {
-    if (!READY() && !resolve_real())
-        return memprof__bootstrap_alloc(n, 16);
     return memprof__wrap_malloc(&real, n);
 }
 
@@ -109,8 +152,6 @@ EXPORT void free(void *p)
 {
     if (MEMPROF_UNLIKELY(memprof__bootstrap_owns(p)))
         return;
-    if (MEMPROF_UNLIKELY(!real.free))
-        return; /* only bootstrap blocks can exist before resolution */
     memprof__wrap_free(&real, p);
 }
 
@@ -124,14 +165,6 @@ EXPORT void free_sized(void *p, size_t n)
 
 EXPORT void *calloc(size_t n, size_t size)
 {
-    if (!READY() && !resolve_real()) {
-        size_t total;
-        if (__builtin_mul_overflow(n, size, &total)) {
-            errno = ENOMEM;
-            return NULL;
-        }
-        return memprof__bootstrap_alloc(total, 16); /* static storage: already zero */
-    }
     return memprof__wrap_calloc(&real, n, size);
 }
 
@@ -150,8 +183,6 @@ EXPORT void *realloc(void *old, size_t n)
 {
     if (MEMPROF_UNLIKELY(memprof__bootstrap_owns(old)))
         return realloc_bootstrap(old, n);
-    if (!READY() && !resolve_real())
-        return old ? NULL : memprof__bootstrap_alloc(n, 16);
     return memprof__wrap_realloc(&real, old, n);
 }
 
@@ -167,7 +198,7 @@ EXPORT void *reallocarray(void *old, size_t n, size_t size)
 
 EXPORT int posix_memalign(void **out, size_t align, size_t n)
 {
-    if (!READY() && !resolve_real()) {
+    if (!ready()) {
         if (align < sizeof(void *) || (align & (align - 1)))
             return EINVAL;
         void *p = memprof__bootstrap_alloc(n, align);
@@ -181,28 +212,28 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
 
 EXPORT void *aligned_alloc(size_t align, size_t n)
 {
-    if (!READY() && !resolve_real())
+    if (!ready())
         return memprof__bootstrap_alloc(n, align);
     return memprof__wrap_aligned_alloc(&real, align, n);
 }
 
 EXPORT void *memalign(size_t align, size_t n)
 {
-    if (!READY() && !resolve_real())
+    if (!ready())
         return memprof__bootstrap_alloc(n, align);
     return memprof__wrap_memalign(&real, align, n);
 }
 
 EXPORT void *valloc(size_t n)
 {
-    if (!READY() && !resolve_real())
+    if (!ready())
         return memprof__bootstrap_alloc(n, 4096);
     return memprof__wrap_valloc(&real, n);
 }
 
 EXPORT void *pvalloc(size_t n)
 {
-    if (!READY() && !resolve_real())
+    if (!ready())
         return memprof__bootstrap_alloc(n, 4096);
     return memprof__wrap_pvalloc(&real, n, (size_t)sysconf(_SC_PAGESIZE));
 }
@@ -213,7 +244,7 @@ EXPORT size_t malloc_usable_size(void *p)
         return 0;
     if (memprof__bootstrap_owns(p))
         return memprof__bootstrap_size(p);
-    if (!READY())
-        resolve_real();
+    if (!ready())
+        return 0; /* only bootstrap blocks exist before resolution */
     return real.malloc_usable_size(p);
 }

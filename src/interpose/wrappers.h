@@ -13,6 +13,7 @@
 #define MEMPROF_INTERPOSE_WRAPPERS_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/engine.h"
@@ -30,17 +31,51 @@ struct memprof_allocator {
     size_t (*malloc_usable_size)(void *);
 };
 
-MEMPROF_INLINE void *memprof__wrap_malloc(const struct memprof_allocator *a, size_t n)
+/* The sampled halves of the hot wrappers, out of line: the unsampled case then ends in a
+ * tail call of the real function (no frame of ours, no return through us). In the sampling
+ * text section so stack capture skips their frames. A failed allocation still goes through
+ * memprof__alloc_slow, which then only draws the next countdown. */
+MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE __attribute__((unused)) void *
+memprof__malloc_sampled(const struct memprof_allocator *a, size_t n)
 {
     void *p = a->malloc(n);
-    memprof__on_alloc(p, n);
+    memprof__alloc_slow(p, n);
     return p;
+}
+
+MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE __attribute__((unused)) void *
+memprof__calloc_sampled(const struct memprof_allocator *a, size_t n, size_t size)
+{
+    void *p = a->calloc(n, size);
+    memprof__alloc_slow(p, n * size);
+    return p;
+}
+
+/* realloc with a possibly sampled old block or a sampled new one: the old block's sample is
+ * taken out first, and put back if the real realloc fails and so keeps the old block. */
+MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE __attribute__((unused)) void *
+memprof__realloc_sampled(const struct memprof_allocator *a, void *old, size_t n, bool sample)
+{
+    struct memprof_hm_entry taken;
+    bool had_sample = memprof__take(old, &taken);
+    void *p = a->realloc(old, n);
+    /* n == 0 and NULL: glibc freed the block. Otherwise NULL leaves the old block intact. */
+    if (!p && had_sample && n != 0)
+        memprof__restore(&taken);
+    if (sample)
+        memprof__alloc_slow(p, n);
+    return p;
+}
+
+MEMPROF_INLINE void *memprof__wrap_malloc(const struct memprof_allocator *a, size_t n)
+{
+    if (MEMPROF_LIKELY(!memprof__sampler_charge(n)))
+        return a->malloc(n);
+    return memprof__malloc_sampled(a, n);
 }
 
 MEMPROF_INLINE void memprof__wrap_free(const struct memprof_allocator *a, void *p)
 {
-    if (!p)
-        return;
     memprof__on_free(p);
     a->free(p);
 }
@@ -52,27 +87,19 @@ MEMPROF_INLINE void *memprof__wrap_calloc(const struct memprof_allocator *a, siz
         errno = ENOMEM;
         return NULL;
     }
-    void *p = a->calloc(n, size);
-    memprof__on_alloc(p, total);
-    return p;
+    if (MEMPROF_LIKELY(!memprof__sampler_charge(total)))
+        return a->calloc(n, size);
+    return memprof__calloc_sampled(a, n, size);
 }
 
 MEMPROF_INLINE void *memprof__wrap_realloc(const struct memprof_allocator *a, void *old, size_t n)
 {
     if (!old)
         return memprof__wrap_malloc(a, n);
-    struct memprof_hm_entry taken;
-    bool had_sample = memprof__take(old, &taken);
-    void *p = a->realloc(old, n);
-    if (!p) {
-        /* n == 0: glibc freed the block. Otherwise the old block is intact: keep its
-         * sample. */
-        if (had_sample && n != 0)
-            memprof__restore(&taken);
-        return NULL;
-    }
-    memprof__on_alloc(p, n);
-    return p;
+    bool sample = memprof__sampler_charge(n);
+    if (MEMPROF_LIKELY(!sample && !memprof__maybe_sampled(old)))
+        return a->realloc(old, n);
+    return memprof__realloc_sampled(a, old, n, sample);
 }
 
 MEMPROF_INLINE void *memprof__wrap_reallocarray(const struct memprof_allocator *a, void *old,

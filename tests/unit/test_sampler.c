@@ -132,7 +132,7 @@ static void test_zero_seed_is_not_degenerate(void)
     EXPECT(ones > 32000 - 5 * 127 && ones < 32000 + 5 * 127);
 }
 
-static void test_charge_samples_when_countdown_reaches_zero(void)
+static void test_charge_samples_when_the_sample_point_falls_in_the_allocation(void)
 {
     memprof__tls.countdown = 100;
     EXPECT(!memprof__sampler_charge(99));
@@ -140,22 +140,39 @@ static void test_charge_samples_when_countdown_reaches_zero(void)
     EXPECT(!memprof__sampler_charge(0));
     EXPECT_EQ(memprof__tls.countdown, 1);
     EXPECT(memprof__sampler_charge(1));
-    EXPECT_EQ(memprof__tls.countdown, 0);
     memprof__tls.countdown = 5;
     EXPECT(memprof__sampler_charge(6));
-    EXPECT_EQ(memprof__tls.countdown, -1);
     memprof__tls.countdown = 0;
 }
 
-static void test_charge_saturates_huge_sizes(void)
+static void test_charge_leaves_the_countdown_to_the_cold_path_when_sampling(void)
+{
+    /* The cold path draws a fresh countdown; charging the sampled size first would only
+     * be overwritten (and could go negative, which the fast path does not allow). */
+    memprof__tls.countdown = 5;
+    EXPECT(memprof__sampler_charge(6));
+    EXPECT_EQ(memprof__tls.countdown, 5);
+    memprof__tls.countdown = 0;
+}
+
+static void test_charge_sends_an_undrawn_countdown_to_the_cold_path(void)
+{
+    memprof__tls.countdown = 0;
+    EXPECT(memprof__sampler_charge(0));
+    EXPECT(memprof__sampler_charge(1));
+}
+
+static void test_charge_samples_huge_sizes(void)
 {
     const size_t sizes[] = {SIZE_MAX, (size_t)INT64_MAX, (size_t)INT64_MAX + 1};
     for (size_t i = 0; i < 3; i++) {
         memprof__tls.countdown = 1000;
         EXPECT(memprof__sampler_charge(sizes[i]));
-        EXPECT(memprof__tls.countdown <= 0);
-        EXPECT_EQ(memprof__tls.countdown, 1000 - INT64_MAX);
     }
+    /* The largest countdown still lets a smaller huge size through unsampled. */
+    memprof__tls.countdown = INT64_MAX;
+    EXPECT(!memprof__sampler_charge((size_t)INT64_MAX - 1));
+    EXPECT_EQ(memprof__tls.countdown, 1);
     memprof__tls.countdown = 0;
 }
 
@@ -261,8 +278,10 @@ int main(int argc, char **argv)
         TEST_CASE(test_fixed_seed_is_reproducible),
         TEST_CASE(test_different_seeds_differ),
         TEST_CASE(test_zero_seed_is_not_degenerate),
-        TEST_CASE(test_charge_samples_when_countdown_reaches_zero),
-        TEST_CASE(test_charge_saturates_huge_sizes),
+        TEST_CASE(test_charge_samples_when_the_sample_point_falls_in_the_allocation),
+        TEST_CASE(test_charge_leaves_the_countdown_to_the_cold_path_when_sampling),
+        TEST_CASE(test_charge_sends_an_undrawn_countdown_to_the_cold_path),
+        TEST_CASE(test_charge_samples_huge_sizes),
         TEST_CASE(test_sampling_probability_of_fixed_size),
         TEST_CASE(test_sampling_probability_with_interleaved_sizes),
         TEST_CASE(test_samples_are_independent),
