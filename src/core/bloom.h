@@ -52,8 +52,8 @@ struct memprof_bloom_filter {
 
 struct memprof_bloom {
     _Atomic uint64_t gen; /* seqlock generation, see above; 0 = disabled */
-    size_t nwords;       /* 64-bit words per filter */
-    unsigned word_shift; /* 64 - log2(nwords): word index from the top hash bits */
+    size_t nwords;        /* 64-bit words per filter */
+    unsigned word_shift;  /* 64 - log2(nwords): word index from the top hash bits */
     struct memprof_bloom_filter filters[2];
     _Atomic int disabled;   /* set by shutdown; never cleared */
     _Atomic int rebuilding; /* try-lock; a busy rebuild is skipped */
