@@ -164,8 +164,8 @@ static void test_rebuild_keeps_live_keys_and_drops_stale_bits(void)
     CHECK_EQ(memprof__bloom_rebuild(&b, keyset_for_each, &ks, LIVE), 0);
     unsigned after = memprof__bloom_fill_permille(&b);
     uint64_t stale = ndead - missing(&b, dead, ndead);
-    printf("  fill %u -> %u permille; %" PRIu64 " of %zu freed keys still answer maybe\n",
-           before, after, stale, ndead);
+    printf("  fill %u -> %u permille; %" PRIu64 " of %zu freed keys still answer maybe\n", before,
+           after, stale, ndead);
     EXPECT(before > 600);
     EXPECT(after < 100);
     EXPECT_EQ_U(b.gen, gen + 2); /* the other filter is active now */

@@ -201,8 +201,8 @@ static bool sim_alloc(struct sim *s, size_t size)
 static bool within_binomial(uint64_t k, uint64_t n, double p, const char *what, uint64_t size)
 {
     double mean = (double)n * p, sd = sqrt((double)n * p * (1 - p));
-    printf("  %s size %" PRIu64 ": %" PRIu64 "/%" PRIu64 " sampled, expected %.1f +/- %.1f\n",
-           what, size, k, n, mean, 5 * sd);
+    printf("  %s size %" PRIu64 ": %" PRIu64 "/%" PRIu64 " sampled, expected %.1f +/- %.1f\n", what,
+           size, k, n, mean, 5 * sd);
     return fabs((double)k - mean) <= 5 * sd + 1.0;
 }
 
