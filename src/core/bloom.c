@@ -12,6 +12,8 @@
 
 /* Rebuilding clears stale bits; below this many added keys it is not worth the scan. */
 #define MIN_KEYS_FOR_REBUILD 256
+/* Filters up to this size are cleared with memset rather than by dropping their pages. */
+#define CLEAR_IN_PLACE_BYTES (256 * 1024)
 
 static size_t filter_bytes(const struct memprof_bloom *b)
 {
@@ -28,9 +30,9 @@ int memprof__bloom_init(struct memprof_bloom *b, uint64_t capacity)
         nbits <<= 1;
     *b = (struct memprof_bloom){.nwords = nbits / 64};
     unsigned lg = 0;
-    while (((size_t)1 << lg) < b->nwords)
+    while (((size_t)1 << lg) < b->nwords / 8)
         lg++;
-    b->word_shift = 64 - lg;
+    b->line_shift = 64 - lg;
     for (int i = 0; i < 2; i++) {
         b->filters[i].words = memprof__pf_map(filter_bytes(b));
         if (!b->filters[i].words) {
@@ -50,9 +52,9 @@ void memprof__bloom_destroy(struct memprof_bloom *b)
 
 static void filter_add(struct memprof_bloom *b, struct memprof_bloom_filter *f, uint64_t key)
 {
-    uint64_t h = memprof__mix64(key);
-    uint64_t mask = memprof__bloom_mask(h);
-    uint64_t old = memprof_atomic_or_relaxed(&f->words[h >> b->word_shift], mask);
+    uint64_t mask;
+    size_t w = memprof__bloom_locate(b, key, &mask);
+    uint64_t old = memprof_atomic_or_relaxed(&f->words[w], mask);
     uint64_t fresh = mask & ~old;
     if (fresh)
         memprof_atomic_add_relaxed(&f->ones, (uint64_t)__builtin_popcountll(fresh));
@@ -139,9 +141,16 @@ int memprof__bloom_rebuild(struct memprof_bloom *b,
         struct memprof_bloom_filter *f = &b->filters[((g >> 1) + 1) & 1];
         memprof_atomic_store_seqcst(&b->gen, g + 1);
         /* The inactive filter was last active two generations ago; readers of that time
-         * see gen changed and fall back to the heap map. Dropping its pages zeroes it and
-         * gives the memory back. */
-        madvise((void *)f->words, filter_bytes(b), MADV_DONTNEED);
+         * see gen changed and fall back to the heap map. A small filter is zeroed in place:
+         * dropping its pages would fault them all back in (and flush TLBs) right after, and
+         * programs that churn a small live set rebuild often. A large one gives its memory
+         * back to the kernel instead, so RSS follows the keys actually present. */
+        if (filter_bytes(b) <= CLEAR_IN_PLACE_BYTES) {
+            /* Atomic stores: a late reader may still probe it (and then ignores what it saw). */
+            for (size_t i = 0; i < b->nwords; i++)
+                memprof_atomic_store_relaxed(&f->words[i], 0);
+        } else
+            madvise((void *)f->words, filter_bytes(b), MADV_DONTNEED);
         memprof_atomic_store_relaxed(&f->ones, 0);
         struct rebuild_ctx ctx = {.b = b, .f = f};
         for_each_key(src, rebuild_add, &ctx);

@@ -30,8 +30,9 @@
  * All gen accesses in the cold paths are seq_cst. If a rebuild's scan missed the inserter's
  * slot, the claim came after the scan began, hence after the clear and after gen := g + 1,
  * so the inserter's re-read sees an odd or newer gen and adds the key to the new filter
- * after it was cleared. The memory is never unmapped while hooks can run; a clear returns
- * its pages to the kernel (MADV_DONTNEED), so RSS follows the keys actually present.
+ * after it was cleared. The memory is never unmapped while hooks can run; clearing a large
+ * filter returns its pages to the kernel (MADV_DONTNEED), so RSS follows the keys actually
+ * present; a small one (the default size) is zeroed in place.
  */
 #ifndef MEMPROF_CORE_BLOOM_H
 #define MEMPROF_CORE_BLOOM_H
@@ -53,7 +54,7 @@ struct memprof_bloom_filter {
 struct memprof_bloom {
     _Atomic uint64_t gen; /* seqlock generation, see above; 0 = disabled */
     size_t nwords;        /* 64-bit words per filter */
-    unsigned word_shift;  /* 64 - log2(nwords): word index from the top hash bits */
+    unsigned line_shift;  /* 64 - log2(nwords / 8): line index from the top hash bits */
     struct memprof_bloom_filter filters[2];
     _Atomic int disabled;   /* set by shutdown; never cleared */
     _Atomic int rebuilding; /* try-lock; a busy rebuild is skipped */
@@ -61,20 +62,27 @@ struct memprof_bloom {
     _Atomic uint64_t rebuilds;
 };
 
-/* A key's four bit positions in its word (the low 24 hash bits; the word index comes from the
- * top bits). */
-MEMPROF_INLINE uint64_t memprof__bloom_mask(uint64_t h)
+/* Where a key's bits are: the index of its word in a filter, and the four bits in `mask`.
+ * The word's 64-byte line comes from the key's 4 KiB page (Fibonacci hashing of the page
+ * number), so the frees of one page probe one cache line and a program's working set of pages
+ * costs as many lines, not one per block; the word within the line and the bits come from a
+ * multiplicative hash of the whole key (its top bits depend on every key bit). */
+MEMPROF_INLINE size_t memprof__bloom_locate(const struct memprof_bloom *b, uint64_t key,
+                                            uint64_t *mask)
 {
-    return ((uint64_t)1 << (h & 63)) | ((uint64_t)1 << ((h >> 6) & 63)) |
-           ((uint64_t)1 << ((h >> 12) & 63)) | ((uint64_t)1 << ((h >> 18) & 63));
+    uint64_t line = ((key >> 12) * 0x9E3779B97F4A7C15ull) >> b->line_shift;
+    uint64_t h = key * 0xD6E8FEB86659FD93ull;
+    *mask = ((uint64_t)1 << ((h >> 40) & 63)) | ((uint64_t)1 << ((h >> 46) & 63)) |
+            ((uint64_t)1 << ((h >> 52) & 63)) | ((uint64_t)1 << (h >> 58));
+    return (size_t)(line << 3 | ((h >> 37) & 7));
 }
 
 MEMPROF_INLINE bool memprof__bloom_filter_maybe(const struct memprof_bloom *b,
                                                 const struct memprof_bloom_filter *f, uint64_t key)
 {
-    uint64_t h = memprof__mix64(key);
-    uint64_t mask = memprof__bloom_mask(h);
-    return (memprof_atomic_load_relaxed(&f->words[h >> b->word_shift]) & mask) == mask;
+    uint64_t mask;
+    size_t w = memprof__bloom_locate(b, key, &mask);
+    return (memprof_atomic_load_relaxed(&f->words[w]) & mask) == mask;
 }
 
 /* The free-path check: false means "certainly not sampled". */
