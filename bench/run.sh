@@ -2,10 +2,10 @@
 # SPDX-License-Identifier: MIT
 # bench/run.sh [--quick] [--build-dir DIR] [REPORT.md]: builds the benchmarks if needed,
 # runs them all and writes a Markdown report (default bench/report.md) with their tables;
-# the report is also printed. --quick takes under 2 minutes on an idle 2-core machine
-# (5 A/B pairs, fewer steps), the full run about 10. See bench/README.md for what is
-# measured and the targets. Uses build/ unless --build-dir is given (benchmarks must be
-# enabled there: -Dbenchmarks=true, the default).
+# the report is also printed. --quick takes about 2 minutes on an idle 2-core machine
+# (5 A/B pairs, fewer steps, short program runs), the full run about 25. See
+# bench/README.md for what is measured and the targets. Uses build/ unless --build-dir is
+# given (benchmarks must be enabled there: -Dbenchmarks=true, the default).
 set -euo pipefail
 
 MEMPROF_SCRIPT=bench/run.sh
@@ -36,6 +36,10 @@ while [[ $# -gt 0 ]]; do
 done
 
 memprof_install_deps "${MEMPROF_BUILD_DEPS[@]}"
+# The real programs and the peers are optional: whatever cannot be installed is skipped
+# (and the report says so).
+(memprof_install_deps sqlite3 perl gcc heaptrack libjemalloc2 libgoogle-perftools4) ||
+    memprof_log "some optional programs or peers could not be installed; they will be skipped"
 memprof_setup_build "$build" || memprof_die "configuring $build/ failed"
 if [[ "$(meson introspect "$build" --buildoptions |
     python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"] == "benchmarks"][0])')" != "True" ]]; then
@@ -54,8 +58,10 @@ rm -f "$log"
 fastpath="$build/bench/bench_fastpath"
 rss="$build/bench/bench_rss"
 coldpath="$build/bench/bench_coldpath"
+snapshot="$build/bench/bench_snapshot"
 preload="$(realpath -m "$build/src/libmemprof-preload.so")"
-[[ -x "$fastpath" && -x "$rss" && -x "$coldpath" ]] || memprof_die "benchmarks not built in $build/"
+[[ -x "$fastpath" && -x "$rss" && -x "$coldpath" && -x "$snapshot" ]] ||
+    memprof_die "benchmarks not built in $build/"
 [[ -f "$preload" ]] || memprof_die "$preload not built (the preload backend is needed)"
 
 quick_args=()
@@ -96,7 +102,8 @@ memprof_log "bench_rss ..."
     echo
 } >>"$tmp"
 memprof_log "bench_fastpath (churn) ..."
-"$fastpath" "${quick_args[@]}" --workloads churn --rates 0,512K,64K --preload "$preload" >>"$tmp"
+"$fastpath" "${quick_args[@]}" --workloads churn --threads 1,2,4,8 --rates 0,512K,64K \
+    --preload "$preload" >>"$tmp"
 {
     echo
     echo "## Fast-path cost: about 1M live blocks (live1m)"
@@ -107,13 +114,44 @@ memprof_log "bench_fastpath (churn) ..."
     echo
 } >>"$tmp"
 memprof_log "bench_fastpath (live1m) ..."
-"$fastpath" "${quick_args[@]}" --workloads live1m --rates 512K,64K --preload "$preload" >>"$tmp"
-echo >>"$tmp"
+"$fastpath" "${quick_args[@]}" --workloads live1m --threads 1,2,4,8 --rates 512K,64K \
+    --preload "$preload" >>"$tmp"
+{
+    echo
+    echo "Micro-benchmark target (the issue's): ratio at most 1.10 at 512 KiB, flat from 1 to 8"
+    echo "threads (compare the rows above)."
+    echo
+} >>"$tmp"
 memprof_log "bench_coldpath ..."
 "$coldpath" >>"$tmp"
 {
     echo
-    echo "Total benchmark time: $((SECONDS - start)) s."
+    echo "## Snapshot, symbolization and export: 10,000 stacks, 1M live samples"
+    echo
+    echo "Wall time of each step, in-process (bench_snapshot)."
+    echo
+} >>"$tmp"
+memprof_log "bench_snapshot ..."
+"$snapshot" >>"$tmp"
+{
+    echo
+    echo "## Real programs"
+    echo
+    echo "CPU time (user + sys of the child, from wait4) with the profiler over without, median"
+    echo "of alternating pairs A B A B ..., and the geometric mean over the programs"
+    echo "(bench_programs.py). Targets: geomean at most 1.02 at 512 KiB and 1.05 at 64 KiB."
+    echo
+} >>"$tmp"
+memprof_log "bench_programs.py (real programs and peers) ..."
+if [[ -x /usr/bin/python3 ]]; then
+    /usr/bin/python3 bench/bench_programs.py --build-dir "$build" "${quick_args[@]}" >>"$tmp"
+else
+    echo "Skipped: Debian's /usr/bin/python3 is not installed." >>"$tmp"
+fi
+{
+    echo
+    echo "Total benchmark time: $((SECONDS - start)) s; load average at the end:" \
+        "$(cut -d' ' -f1-3 /proc/loadavg)."
 } >>"$tmp"
 
 mkdir -p "$(dirname "$report")"
