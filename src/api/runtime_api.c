@@ -23,9 +23,12 @@ int memprof_unregister_frame_source(int source_id)
 
 MEMPROF_SAMPLING_TEXT int memprof_report_alloc(uint64_t id, size_t size)
 {
-    if (id & MEMPROF_REPORT_KEY_BIT)
+    if (MEMPROF_UNLIKELY(id & MEMPROF_REPORT_KEY_BIT))
         return -EINVAL;
-    return memprof__report_alloc(id | MEMPROF_REPORT_KEY_BIT, size);
+    /* The sampler's fast path inline: runtimes report nearly every allocation. */
+    if (MEMPROF_LIKELY(!memprof__sampler_charge(size)))
+        return 0;
+    return memprof__report_slow(id | MEMPROF_REPORT_KEY_BIT, size);
 }
 
 int memprof_report_free(uint64_t id)

@@ -193,9 +193,9 @@ MEMPROF_SAMPLING_TEXT void memprof__alloc_slow(void *ptr, size_t size)
     sample_slow((uint64_t)(uintptr_t)ptr, size);
 }
 
-MEMPROF_SAMPLING_TEXT bool memprof__report_alloc(uint64_t key, size_t size)
+MEMPROF_SAMPLING_TEXT bool memprof__report_slow(uint64_t key, size_t size)
 {
-    return memprof__sampler_charge(size) && sample_slow(key, size);
+    return sample_slow(key, size);
 }
 
 bool memprof__report_free(uint64_t key)

@@ -159,8 +159,9 @@ void memprof__record_mixed(uint64_t key, size_t size, const uintptr_t *frames, u
 /* Custom allocators (runtime.h): keys are id | MEMPROF_REPORT_KEY_BIT so they never equal a
  * user-space address. */
 #define MEMPROF_REPORT_KEY_BIT ((uint64_t)1 << 63)
-/* Charges and maybe samples a reported allocation; returns whether it was sampled. */
-bool memprof__report_alloc(uint64_t key, size_t size);
+/* The cold path of a reported allocation whose charge (memprof__sampler_charge) said
+ * sample; returns whether it was sampled. */
+MEMPROF_COLD bool memprof__report_slow(uint64_t key, size_t size);
 /* Removes a reported block; returns whether it was a live sample. */
 bool memprof__report_free(uint64_t key);
 
