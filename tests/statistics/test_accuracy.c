@@ -324,12 +324,18 @@ static int site_of(const memprof_snapshot *s, uint32_t stack_id)
 static void measure_and_free(struct seed_ctx *c, uint64_t rate)
 {
     struct est_result *b = &c->bytes, *n = &c->count;
+    uint64_t last_size = 0;
+    double last_p = 0;
     for (uint64_t i = 0; i < c->nslots; i++) {
         uint64_t size = c->live_size[i];
         if (!size)
             continue;
         unsigned site = c->live_site[i];
-        double p = memprof__est_prob(size, rate), q = (1 - p) / p, s = (double)size;
+        if (size != last_size) { /* many equal sizes in a row: spare the expm1() */
+            last_size = size;
+            last_p = memprof__est_prob(size, rate);
+        }
+        double p = last_p, q = (1 - p) / p, s = (double)size;
         b->truth += s;
         b->var += s * s * q;
         n->truth += 1;
@@ -508,7 +514,7 @@ static void run_sites(struct seed_ctx *c)
 {
     uint32_t slot = 0;
     for (unsigned k = 0; k < SITES; k++)
-        for (uint64_t i = 0; i < site_blocks(k); i++)
+        for (uint64_t i = 0, n = site_blocks(k); i < n; i++)
             emit_alloc(c, k, slot++, site_size(&c->data, k));
 }
 
