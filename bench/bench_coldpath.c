@@ -60,9 +60,16 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Mean native frames per sample over the last cold_path_ns() run, from the stats: a check
+ * that the unwinder really walked the 20-frame chain (a broken frame-pointer chain would
+ * make the frame-pointer row measure a one-frame walk). */
+static double mean_depth;
+
 static double cold_path_ns(uint32_t unwinder)
 {
     memprof__engine.unwinder = unwinder;
+    memprof_stats before = {.size = sizeof before}, after = {.size = sizeof after};
+    memprof_get_stats(&before);
     double runs[ROUNDS];
     for (int r = 0; r < ROUNDS; r++) {
         uint64_t first = next_id;
@@ -70,6 +77,9 @@ static double cold_path_ns(uint32_t unwinder)
         for (uint64_t id = first; id < next_id; id++)
             memprof_report_free(id);
     }
+    memprof_get_stats(&after);
+    uint64_t n = after.total_samples - before.total_samples;
+    mean_depth = n ? (double)(after.stack_depth_total - before.stack_depth_total) / (double)n : 0;
     qsort(runs, ROUNDS, sizeof *runs, cmp_double);
     return runs[ROUNDS / 2];
 }
@@ -100,12 +110,14 @@ int main(void)
         return 1;
     }
     printf("## Sampling cold path (capture + intern + insert), %d-frame stack\n\n", DEPTH);
-    printf("| unwinder | ns per sample | target |\n|---|---|---|\n");
-    printf("| frame pointers | %.0f | - |\n", cold_path_ns(MEMPROF_UNWIND_FP));
+    printf("| unwinder | ns per sample | frames captured (mean) | target |\n|---|---|---|---|\n");
+    double ns = cold_path_ns(MEMPROF_UNWIND_FP);
+    printf("| frame pointers | %.0f | %.1f | - |\n", ns, mean_depth);
 #if HAVE_LIBUNWIND
-    printf("| DWARF (libunwind) | %.0f | <= 1000 |\n", cold_path_ns(MEMPROF_UNWIND_DWARF));
+    ns = cold_path_ns(MEMPROF_UNWIND_DWARF);
+    printf("| DWARF (libunwind) | %.0f | %.1f | <= 1000 |\n", ns, mean_depth);
 #else
-    printf("| DWARF (libunwind) | not built | <= 1000 |\n");
+    printf("| DWARF (libunwind) | not built | - | <= 1000 |\n");
 #endif
 
     /* 10,000 distinct stacks of 20 addresses in libc's code: first drawn from a pool of
@@ -133,8 +145,9 @@ int main(void)
         }
         double t0 = now_s();
         int resolved = memprof_resolve_symbols();
-        printf("| %s | %d | %.3f | %s |\n", worst ? "all distinct (worst case)" : "5,000 call sites",
-               resolved, now_s() - t0, worst ? "-" : "<= 1.0");
+        printf("| %s | %d | %.3f | %s |\n",
+               worst ? "all distinct (worst case)" : "5,000 call sites", resolved, now_s() - t0,
+               worst ? "-" : "<= 1.0");
     }
     return 0;
 }
