@@ -92,13 +92,14 @@ static inline void limits_print_stats(const char *when)
     memprof_stats s = limits_stats();
     printf("%s: state %u, rate %llu, samples %llu (live %llu, freed %llu), heap map %llu/%llu, "
            "full drops %llu, stacks %llu/%llu, overflows %llu, truncated %llu, "
-           "write failures %llu\n",
+           "write failures %llu, reentrant skips %llu\n",
            when, s.state, (unsigned long long)s.sampling_rate, (unsigned long long)s.total_samples,
            (unsigned long long)s.live_samples, (unsigned long long)s.freed_samples,
            (unsigned long long)s.heap_map_used, (unsigned long long)s.heap_map_capacity,
            (unsigned long long)s.heap_map_full_drops, (unsigned long long)s.unique_stacks,
            (unsigned long long)s.stack_table_capacity, (unsigned long long)s.stack_table_overflows,
-           (unsigned long long)s.truncated_stacks, (unsigned long long)s.write_failures);
+           (unsigned long long)s.truncated_stacks, (unsigned long long)s.write_failures,
+           (unsigned long long)s.reentrant_skips);
     fflush(stdout);
 }
 
