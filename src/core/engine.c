@@ -137,8 +137,11 @@ MEMPROF_SAMPLING_TEXT static bool sample_slow(uint64_t key, size_t size)
     struct memprof_tls *t = &memprof__tls;
     if (t->guard) {
         /* The profiler's own allocation on this thread: never sampled. Leave the countdown
-         * at 1 so the thread's next allocation is decided normally. */
+         * at 1 so the thread's next allocation takes the cold path, and the generation stale
+         * so that path decides it normally, with probability p(size) (memorylessness), and
+         * does not sample it for certain (tests/statistics, profiler_allocations_...). */
         t->countdown = 1;
+        t->generation = memprof_atomic_load_relaxed(&E.generation) - 1;
         memprof_atomic_add_relaxed(&E.reentrant_skips, 1);
         return false;
     }

@@ -800,6 +800,46 @@ static void test_churn_with_a_stable_live_set(void)
     free(r);
 }
 
+/* The profiler's own allocations on a user thread (made under the re-entrancy guard, e.g.
+ * while a snapshot is written or symbols are resolved) reach the hooks and may use up the
+ * thread's sample point; they are never sampled, and the user's next allocation must still
+ * be sampled with probability p(size), not for certain: else every snapshot write would add
+ * a phantom sample weighing about the rate to whatever the thread allocates next. */
+static void *guarded_then_small(void *arg)
+{
+    char *base = arg;
+    for (uint32_t i = 0; i < 20000; i++) {
+        uint8_t g = memprof__guard_enter();
+        memprof__on_alloc(base, MIB); /* the profiler's own block: never recorded */
+        memprof__guard_leave(g);
+        memprof__on_alloc(base + (i + 1) * STRIDE, 64);
+    }
+    for (uint32_t i = 0; i < 20000; i++)
+        memprof__on_free(base + (i + 1) * STRIDE);
+    return NULL;
+}
+
+static void test_profiler_allocations_do_not_bias_the_next_sample(void)
+{
+    CHECK_EQ(start_engine(16 * KIB, 606, (uint64_t)1 << 16), 0);
+    char *base =
+        mmap(NULL, 20001 * STRIDE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    CHECK(base != MAP_FAILED);
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, guarded_then_small, base), 0);
+    pthread_join(th, NULL);
+    memprof_stats st = {.size = sizeof st};
+    CHECK_EQ(memprof_get_stats(&st), 0);
+    /* 20000 blocks of 64 B at 16 KiB: 78 samples expected (sd 8.8); accept 5 sd. */
+    double expect = 20000 * memprof__est_prob(64, 16 * KIB), sd = sqrt(expect);
+    printf("  %" PRIu64 " of 20000 small blocks sampled after a guarded 1 MiB allocation "
+           "each (expected %.0f +- %.0f), %" PRIu64 " guarded allocations skipped\n",
+           st.total_samples, expect, sd, st.reentrant_skips);
+    EXPECT(st.reentrant_skips > 19000);
+    EXPECT(fabs((double)st.total_samples - expect) <= 5 * sd);
+    munmap(base, 20001 * STRIDE);
+}
+
 int main(int argc, char **argv)
 {
     static const struct test_case cases[] = {
@@ -808,6 +848,7 @@ int main(int argc, char **argv)
         TEST_CASE(test_heavy_tailed_mix),
         TEST_CASE(test_fifty_sites),
         TEST_CASE(test_churn_with_a_stable_live_set),
+        TEST_CASE(test_profiler_allocations_do_not_bias_the_next_sample),
     };
     if (argc > 1 && strcmp(argv[1], "--long") == 0) {
         long_run = true;
