@@ -20,6 +20,12 @@
  *             call is seen, the live samples return to the baseline; under the plugin, the
  *             blocks freed behind its back can leave stale samples (printed, bounded).
  *
+ *   dlopen    dlopen's own behaviour is glibc's under every backend (the GOT start hooks
+ *             dlopen to patch new libraries): a bare name is found through the program's
+ *             RUNPATH ($ORIGIN) with no error left in dlerror(), a missing library fails with
+ *             glibc's message naming it, RTLD_NOLOAD finds a loaded library and not an
+ *             unloaded one, dlopen(NULL) is the program.
+ *
  * At the end every block is freed: without DEEPBIND's blind spot, no samples stay live.
  */
 #include "prog.h"
@@ -231,6 +237,34 @@ static uint64_t deepbind(int iterations, const char *lib)
     return blind_frees;
 }
 
+int main(int argc, char **argv);
+
+static void dlopen_semantics(const char *lib)
+{
+    const char *bare = strrchr(lib, '/') ? strrchr(lib, '/') + 1 : lib;
+    dlerror();
+    void *h = dlopen(bare, RTLD_NOW | RTLD_LOCAL);
+    const char *err = dlerror();
+    CHECK(h != NULL && err == NULL, "dlopen(%s) by bare name (RUNPATH $ORIGIN): %p, %s", bare, h,
+          err ? err : "no error");
+    void *again = dlopen(bare, RTLD_NOW | RTLD_NOLOAD);
+    CHECK(again == h, "dlopen(%s, RTLD_NOLOAD) of a loaded library = %p, not %p", bare, again, h);
+    CHECK(dlclose(again) == 0 && dlclose(h) == 0, "dlclose: %s", dlerror());
+    again = dlopen(bare, RTLD_NOW | RTLD_NOLOAD);
+    CHECK(again == NULL, "dlopen(%s, RTLD_NOLOAD) found an unloaded library", bare);
+
+    static const char missing[] = "libhardening-no-such-library.so";
+    void *none = dlopen(missing, RTLD_NOW);
+    err = dlerror();
+    CHECK(none == NULL && err && strstr(err, missing) && strstr(err, "No such file"),
+          "dlopen(%s) = %p, dlerror %s", missing, none, err ? err : "(none)");
+    CHECK(dlerror() == NULL, "dlerror() is not cleared by reading it");
+
+    void *self = dlopen(NULL, RTLD_NOW);
+    CHECK(self != NULL && dlsym(self, "main") == (void *)main, "dlopen(NULL) is not the program");
+    dlclose(self);
+}
+
 int main(int argc, char **argv)
 {
     CHECK(argc == 5, "usage: %s plain|preload|got CYCLES CYCLE_LIB DEEP_LIB", argv[0]);
@@ -258,6 +292,7 @@ int main(int argc, char **argv)
               s0.live_samples, s1.live_samples);
     }
 
+    dlopen_semantics(argv[3]);
     uint64_t blind = deepbind(20 * n, argv[4]);
     if (prog_profiled()) {
         memprof_stats s2 = prog_stats();
