@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/engine.h"
@@ -227,6 +228,53 @@ static int write_format(const memprof_snapshot *s, memprof_format format, FILE *
     return rc;
 }
 
+/* Writes the profile to an open descriptor and closes it; 0 or a negative errno. */
+static int write_fd(const memprof_snapshot *snapshot, memprof_format format, int fd)
+{
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int rc = -errno;
+        close(fd);
+        return rc;
+    }
+    int rc = write_format(snapshot, format, f);
+    if (fflush(f) != 0 && rc == 0)
+        rc = -errno;
+    if (fclose(f) != 0 && rc == 0)
+        rc = -errno;
+    return rc;
+}
+
+/* A target that exists and is neither a regular file nor a symlink is never replaced: a
+ * character device (/dev/null, /dev/full, a terminal) is written in place, anything else
+ * (a directory, FIFO, socket or block device) is refused. Renaming over a device would
+ * destroy it, and for root the rename into /dev succeeds. Returns 1 if `path` is such a
+ * target (*rc then holds the result), 0 if the caller goes on with temporary file + rename. */
+static int write_special(const memprof_snapshot *snapshot, const char *path, memprof_format format,
+                         int *rc)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0 || S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))
+        return 0;
+    if (!S_ISCHR(st.st_mode)) {
+        *rc = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+        return 1;
+    }
+    /* O_NOFOLLOW and the second check: the path may have changed since lstat. */
+    int fd = open(path, O_WRONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        *rc = -errno;
+        return 1;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISCHR(st.st_mode)) {
+        close(fd);
+        *rc = -EINVAL;
+        return 1;
+    }
+    *rc = write_fd(snapshot, format, fd);
+    return 1;
+}
+
 int memprof_snapshot_write(const memprof_snapshot *snapshot, const char *path,
                            memprof_format format)
 {
@@ -236,6 +284,8 @@ int memprof_snapshot_write(const memprof_snapshot *snapshot, const char *path,
         format = format_from_path(path);
     uint8_t g = memprof__guard_enter();
     int rc = 0;
+    if (write_special(snapshot, path, format, &rc))
+        goto out;
     size_t n = strlen(path);
     char *tmp = malloc(n + 16);
     if (!tmp) {
@@ -247,23 +297,17 @@ int memprof_snapshot_write(const memprof_snapshot *snapshot, const char *path,
      * replaces a symlink at `path` itself instead of following it. */
     snprintf(tmp, n + 16, "%s.tmp.XXXXXX", path);
     int fd = mkstemp(tmp);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!f) {
+    if (fd < 0) {
         rc = -errno;
-        if (fd >= 0)
-            close(fd);
     } else {
-        rc = write_format(snapshot, format, f);
-        if (fflush(f) != 0 && rc == 0)
-            rc = -errno;
-        if (fclose(f) != 0 && rc == 0)
-            rc = -errno;
+        rc = write_fd(snapshot, format, fd);
         if (rc == 0 && rename(tmp, path) != 0)
             rc = -errno;
         if (rc != 0)
             unlink(tmp);
     }
     free(tmp);
+out:
     if (rc != 0)
         atomic_fetch_add_explicit(&memprof__engine.write_failures, 1, memory_order_relaxed);
     memprof__guard_leave(g);
