@@ -78,8 +78,10 @@ int memprof__parse_signal(const char *v)
     errno = 0;
     char *end;
     long n = strtol(v, &end, 10);
+    /* 32 .. SIGRTMIN-1 are glibc's own (thread cancellation, set*id broadcast): sigaction
+     * refuses them, so the dump signal would silently never work. */
     if (errno || *end || n <= 0 || n >= NSIG || n == SIGKILL || n == SIGSTOP || n == SIGSEGV ||
-        n == SIGBUS || n == SIGFPE || n == SIGILL)
+        n == SIGBUS || n == SIGFPE || n == SIGILL || (n >= 32 && n < SIGRTMIN))
         return 0;
     return (int)n;
 }
