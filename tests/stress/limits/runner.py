@@ -194,6 +194,26 @@ def cmd_char_device(a):
         check(os.listdir(tmp) == ["null"], "files left behind: %s" % os.listdir(tmp))
 
 
+def cmd_dangling_symlink(a):
+    """A MEMPROF_OUTPUT that is a symlink to a file that does not exist yet: the dumps
+    replace the link and never create its target (tests/integration checks an existing
+    target)."""
+    with tempfile.TemporaryDirectory(prefix="memprof-dangling-") as tmp:
+        victim = os.path.join(tmp, "victim")
+        link = os.path.join(tmp, "prof.folded")
+        os.symlink(victim, link)
+        env = clean_env(dict(LD_PRELOAD=a.preload, MEMPROF_OUTPUT=link, MEMPROF_SIGNAL="USR2",
+                             **env_pairs(a.env)))
+        p = run([a.program, "signal-dumps", "3", link], env, cwd=tmp)
+        check(p.returncode == 0, "the program failed")
+        check(p.err == "", "unexpected messages on stderr")
+        check(not os.path.lexists(victim), "the symlink's target was created")
+        check(not os.path.islink(link), "the symlink is still there")
+        check(sorted(os.listdir(tmp)) == ["prof.folded"] + ["prof.folded.%d" % i for i in range(3)],
+              "files: %s" % sorted(os.listdir(tmp)))
+        check_profile(a, link)
+
+
 # ---- set-uid ------------------------------------------------------------------------------------
 
 def cmd_setuid(a):
