@@ -23,8 +23,13 @@ MALLOC_CONF=prof:true,lg_prof_sample:19 (against plain jemalloc; reported as not
 with profiling when jemalloc's config.prof is false), and tcmalloc (gperftools) with
 TCMALLOC_SAMPLE_PARAMETER=524288 (against plain tcmalloc, whose sampling is off by default).
 
+With --instructions, each program instead runs once per configuration under valgrind
+(cachegrind, no cache simulation) and the table gives the ratio of instructions executed:
+deterministic where the timings are not (a shared, busy machine), though it prices a
+cache miss like any other instruction. Slow: use it with --quick.
+
 Usage: bench_programs.py --build-dir DIR [--quick] [--pairs N] [--programs a,b]
-                         [--no-peers] [--no-memprof]
+                         [--no-peers] [--no-memprof] [--instructions]
 Prints Markdown on stdout, progress on stderr. A benchmark: it asserts nothing.
 """
 
@@ -195,6 +200,11 @@ def clean_env():
            if not (k.startswith("MEMPROF_") or k.startswith("TCMALLOC_") or k in
                    ("LD_PRELOAD", "MALLOC_CONF", "HEAPTRACK_OUTPUT"))}
     env["LC_ALL"] = "C"
+    # Fixed hash seeds: the same work in every run (python3's and perl's hash randomisation
+    # would otherwise change dict and hash behaviour, and the instruction counts, per run).
+    env["PYTHONHASHSEED"] = "0"
+    env["PERL_HASH_SEED"] = "0"
+    env["PERL_PERTURB_KEYS"] = "0"
     return env
 
 
@@ -289,6 +299,43 @@ def samples_taken(prog, cfg, preload, shim, work):
         if line.startswith("memprof-shim: samples="):
             return int(line.split("=")[1].split()[0])
     return None
+
+
+def instructions(prog, env, work):
+    """Instructions executed by one run under cachegrind (no cache simulation)."""
+    name, _, argv, stdin_path = prog
+    _, _, err = run_once(["valgrind", "--tool=cachegrind", "--cache-sim=no",
+                          "--cachegrind-out-file=/dev/null"] + argv, env, stdin_path, work)
+    for line in err.splitlines():
+        if "I   refs:" in line or "I refs:" in line:
+            return int(line.split(":")[1].strip().replace(",", ""))
+    raise RunError(f"no instruction count from valgrind for {name}")
+
+
+def instructions_section(progs, build, work):
+    configs, _, _ = memprof_configs(build)
+    preload = os.path.realpath(os.path.join(build, "src", "libmemprof-preload.so"))
+    if os.path.exists(preload):
+        configs.insert(0, ("hooks only", 0, "preload",
+                           {"LD_PRELOAD": preload, "MEMPROF_START": "0"}))
+    names = [c[0] for c in configs]
+    print("| program | no profiler: instructions | " + " | ".join(names) + " |")
+    print("|---|---:|" + "---:|" * len(names))
+    ratios = {n: [] for n in names}
+    for prog in progs:
+        log(f"{prog[0]}: instruction counts under valgrind ...")
+        base = instructions(prog, clean_env(), work)
+        cells = []
+        for cfg in configs:
+            env = clean_env()
+            env.update(cfg[3])
+            r = instructions(prog, env, work) / base
+            ratios[cfg[0]].append(r)
+            cells.append(f"{r:.4f}")
+        print(f"| {prog[0]} | {base:,} | " + " | ".join(cells) + " |")
+    print("| **geomean** | | " + " | ".join(f"**{geomean(ratios[n]):.4f}**" for n in names) +
+          " |")
+    print()
 
 
 def memprof_section(progs, build, pairs, work):
@@ -450,6 +497,7 @@ def main():
     ap.add_argument("--programs", default="")
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--no-memprof", action="store_true")
+    ap.add_argument("--instructions", action="store_true")
     args = ap.parse_args()
     pairs = args.pairs or (5 if args.quick else 7)
     wanted = [p for p in args.programs.split(",") if p]
@@ -465,6 +513,13 @@ def main():
             print(f"- **{name}**: {desc}")
         print()
         results, gm = {}, {}
+        if args.instructions:
+            if not shutil.which("valgrind"):
+                print("--instructions needs valgrind (Debian package valgrind).\n")
+                return 1
+            print("### libmemprof: instructions executed (valgrind)\n")
+            instructions_section(progs, args.build_dir, work)
+            return 0
         if not args.no_memprof:
             print("### libmemprof\n")
             results, gm = memprof_section(progs, args.build_dir, pairs, work)
