@@ -754,7 +754,7 @@ static void check_workload(const struct workload *w, const struct run_results *r
 
 /* ---- test cases ---------------------------------------------------------------------------- */
 
-static void test_fixed_64_byte_blocks(void)
+static void test_64_byte_blocks_are_estimated_accurately(void)
 {
     const struct workload w = {"64 B blocks",     4 * KIB,   1,   FIXED_N,
                                FIXED_FIRST_SCALE, run_fixed, NULL};
@@ -764,7 +764,7 @@ static void test_fixed_64_byte_blocks(void)
     free(r);
 }
 
-static void test_blocks_of_32x_the_rate_and_more(void)
+static void test_blocks_of_32x_the_rate_and_more_are_exact(void)
 {
     const struct workload w = {"32x-512x the rate", 64 * KIB, 1, LARGE_N, 1, run_large, NULL};
     struct run_results *r = calloc(1, sizeof *r);
@@ -779,7 +779,7 @@ static void test_blocks_of_32x_the_rate_and_more(void)
     free(r);
 }
 
-static void test_heavy_tailed_mix(void)
+static void test_a_heavy_tailed_mix_is_estimated_accurately(void)
 {
     const struct workload w = {"heavy-tailed mix", HEAVY_RATE, 3, HEAVY_N, 1,
                                run_heavy,          heavy_sites};
@@ -789,7 +789,7 @@ static void test_heavy_tailed_mix(void)
     free(r);
 }
 
-static void test_fifty_sites(void)
+static void test_fifty_sites_are_each_estimated_accurately(void)
 {
     const struct workload w = {"50 sites", SITES_RATE, SITES, sites_slots(), 1, run_sites, NULL};
     struct run_results *r = calloc(1, sizeof *r);
@@ -798,7 +798,7 @@ static void test_fifty_sites(void)
     free(r);
 }
 
-static void test_churn_with_a_stable_live_set(void)
+static void test_churn_leaves_an_accurate_live_estimate(void)
 {
     const struct workload w = {"churn", 4 * KIB, 2, CHURN_LIVE, 1, run_churn, churn_sites};
     struct run_results *r = calloc(1, sizeof *r);
@@ -850,11 +850,11 @@ static void test_profiler_allocations_do_not_bias_the_next_sample(void)
 int main(int argc, char **argv)
 {
     static const struct test_case cases[] = {
-        TEST_CASE(test_fixed_64_byte_blocks),
-        TEST_CASE(test_blocks_of_32x_the_rate_and_more),
-        TEST_CASE(test_heavy_tailed_mix),
-        TEST_CASE(test_fifty_sites),
-        TEST_CASE(test_churn_with_a_stable_live_set),
+        TEST_CASE(test_64_byte_blocks_are_estimated_accurately),
+        TEST_CASE(test_blocks_of_32x_the_rate_and_more_are_exact),
+        TEST_CASE(test_a_heavy_tailed_mix_is_estimated_accurately),
+        TEST_CASE(test_fifty_sites_are_each_estimated_accurately),
+        TEST_CASE(test_churn_leaves_an_accurate_live_estimate),
         TEST_CASE(test_profiler_allocations_do_not_bias_the_next_sample),
     };
     if (argc > 1 && strcmp(argv[1], "--long") == 0) {
