@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #if HAVE_LIBUNWIND
+#include <execinfo.h>
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 #endif
@@ -102,12 +103,22 @@ bool memprof__capture_have_dwarf(void)
  * hook, and possibly a wrapper or two. */
 #define OWN_FRAMES_MARGIN 8
 
+/* Set in a fork() child (memprof__capture_after_fork): before any thread of the child can
+ * exist, so a plain variable. */
+static bool forked_child;
+
+void memprof__capture_after_fork(void)
+{
+    forked_child = true;
+}
+
 static MEMPROF_NOINLINE MEMPROF_SAMPLING_TEXT unsigned capture_dwarf(uintptr_t *frames,
                                                                      unsigned max, bool *truncated)
 {
     void *buf[MEMPROF_CAPTURE_MAX + OWN_FRAMES_MARGIN + 1];
     int want = (int)max + OWN_FRAMES_MARGIN + 1;
-    int got = unw_backtrace(buf, want);
+    /* Both return the same return addresses, starting with this function's. */
+    int got = MEMPROF_UNLIKELY(forked_child) ? backtrace(buf, want) : unw_backtrace(buf, want);
     int i = 0;
     while (i < got && is_own((uintptr_t)buf[i]))
         i++;
@@ -126,6 +137,10 @@ void memprof__capture_warm_up(void)
     uintptr_t frames[8];
     bool truncated;
     capture_dwarf(frames, 8, &truncated);
+    /* glibc's backtrace() loads libgcc_s on first use (dlopen: allocates, takes the
+     * loader's lock): do that now, so that a fork child never has to. */
+    void *buf[8];
+    backtrace(buf, 8);
 #endif
 }
 

@@ -37,6 +37,12 @@ bool memprof__capture_have_dwarf(void);
 /* Runs the DWARF unwinder once so that its lazy initialisation (caches, dl_iterate_phdr,
  * its own mmap pools) happens outside any hook. Call with the re-entrancy guard set. */
 void memprof__capture_warm_up(void);
+/* Called in a fork() child: from now on DWARF captures use glibc's backtrace() (libgcc's
+ * unwinder, which finds unwind tables with the lock-free _dl_find_object) instead of
+ * libunwind, which calls dl_iterate_phdr: the loader's lock it takes may have been held at
+ * fork time by another thread (another sample being unwound, the GOT backend patching
+ * after a dlopen, the program's own dlopen) and then stays locked in the child forever. */
+void memprof__capture_after_fork(void);
 /* Captures with the given unwinder (see memprof__capture_fp for the contract). */
 unsigned memprof__capture(enum memprof_unwinder how, uintptr_t *frames, unsigned max,
                           uintptr_t stack_top, bool *truncated);

@@ -252,6 +252,7 @@ static void atfork_child(void)
      * and child would sample identically) and drop what a vanished thread may have held. */
     memprof__tls.seeded = 0;
     memprof__tls.stack_top = 0;
+    memprof__capture_after_fork();
     memprof_atomic_store_relaxed(&E.bloom.rebuilding, 0);
     /* A rebuild cut short by the fork left gen odd: the active filter is intact, and the
      * half-built one is rebuilt from scratch next time, so just end the rebuild. */
