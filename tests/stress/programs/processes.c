@@ -10,6 +10,12 @@
  *            own profile at exit (MEMPROF_OUTPUT's %p is its pid); under the GOT start each
  *            checks that it still samples and writes a snapshot through the API to the
  *            same path. The child checks its grandchild's file, the parent its child's.
+ *   fork-dlopen  ROUNDS x 25 forks while another thread loads and unloads a library
+ *            (cycle_lib.c, by bare name through RUNPATH $ORIGIN) in a loop: the children
+ *            allocate and free, sampled from a call stack through libc's qsort, and exit 0.
+ *            The profiler's cold path in a child must not wait for a lock the loader
+ *            thread held at fork time. (A child that calls dlopen itself can deadlock in
+ *            glibc 2.36 alone, so the children do not.)
  *   vfork    vfork + execv of this program ("exec-child" mode, which allocates and exits 0).
  *   spawn    posix_spawn of the same, with a file action.
  *   system   system() and popen() running the same through /bin/sh.
@@ -193,6 +199,47 @@ static void fork_phase(int rounds)
         free(inherited[i]);
 }
 
+static atomic_int stop_loading;
+
+static void *loader(void *arg)
+{
+    (void)arg;
+    while (!atomic_load_explicit(&stop_loading, memory_order_relaxed)) {
+        void *h = dlopen("libhardening-cycle.so", RTLD_NOW | RTLD_LOCAL);
+        CHECK(h != NULL, "dlopen(libhardening-cycle.so): %s", dlerror());
+        dlclose(h);
+    }
+    return NULL;
+}
+
+static int compare_and_allocate(const void *a, const void *b)
+{
+    free(hardening_process_alloc(3000));
+    return *(const int *)a - *(const int *)b;
+}
+
+static void fork_dlopen_phase(int rounds)
+{
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, loader, NULL) == 0, "pthread_create");
+    for (int c = 0; c < 25 * rounds; c++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        CHECK(pid >= 0, "fork: %s", strerror(errno));
+        if (pid == 0) {
+            alarm(30);
+            int v[8] = {5, 3, 1, 7, 2, 8, 6, 4};
+            qsort(v, 8, sizeof *v, compare_and_allocate);
+            for (int i = 0; i < 50; i++)
+                free(hardening_process_alloc(1000 + (size_t)i));
+            _exit(0);
+        }
+        wait_ok(pid, "a child forked amid dlopen");
+    }
+    atomic_store(&stop_loading, 1);
+    CHECK(pthread_join(t, NULL) == 0, "pthread_join");
+}
+
 /* Exec'd children are profiled only by the plugin (through the inherited environment). */
 static const char *exec_backend(void)
 {
@@ -312,6 +359,7 @@ int main(int argc, char **argv)
     int rounds = argc > 2 ? atoi(argv[2]) : 4;
     alarm(120);
     fork_phase(rounds);
+    fork_dlopen_phase(rounds);
     vfork_phase();
     spawn_phase();
     system_phase(dir);

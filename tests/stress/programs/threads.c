@@ -7,6 +7,8 @@
  *               allocates 32 blocks, frees 28 and hands 4 over; threads of a later wave free
  *               the blocks of an earlier wave, whose threads have all exited (their
  *               thread-local profiler state is gone), and the main thread frees the rest.
+ *               Meanwhile, when profiled, one more thread takes snapshots (walking every
+ *               site's frames), statistics and symbols in a loop.
  *   concurrent  16 threads start together and allocate, check and free SCALE x 15000 blocks
  *               each, swapping blocks through a shared array so that every thread frees
  *               blocks the others allocated while they are still sampling.
@@ -93,8 +95,39 @@ static void *churn_thread(void *arg)
     return NULL;
 }
 
+static atomic_int churn_done;
+static atomic_int snapshots;
+
+static void *snapshotter(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&churn_done)) {
+        memprof_snapshot *s = NULL;
+        int rc = memprof_get_snapshot(&s);
+        CHECK(rc == 0, "memprof_get_snapshot: %s", memprof_strerror(rc));
+        for (size_t i = 0; i < memprof_snapshot_site_count(s); i++) {
+            memprof_site_info si = {.size = sizeof si};
+            CHECK(memprof_snapshot_site(s, i, &si) == 0, "memprof_snapshot_site");
+            int depth = memprof_snapshot_stack_depth(s, si.stack_id);
+            for (int d = 0; d < depth; d++) {
+                memprof_frame f = {.size = sizeof f};
+                CHECK(memprof_snapshot_frame(s, si.stack_id, (uint32_t)d, &f) == 0,
+                      "memprof_snapshot_frame");
+            }
+        }
+        memprof_free_snapshot(s);
+        prog_stats();
+        if (atomic_fetch_add(&snapshots, 1) % 8 == 0)
+            CHECK(memprof_resolve_symbols() >= 0, "memprof_resolve_symbols");
+    }
+    return NULL;
+}
+
 static void churn(int scale)
 {
+    pthread_t snap;
+    if (prog_profiled())
+        CHECK(pthread_create(&snap, NULL, snapshotter, NULL) == 0, "pthread_create");
     churn_threads = 400 * scale;
     handed = calloc((size_t)churn_threads * HANDED, sizeof *handed);
     CHECK(handed != NULL, "calloc failed");
@@ -117,6 +150,9 @@ static void churn(int scale)
         while (atomic_load(&detached_done) < detached)
             sched_yield();
     }
+    atomic_store(&churn_done, 1);
+    if (prog_profiled())
+        CHECK(pthread_join(snap, NULL) == 0, "pthread_join");
     for (int i = 0; i < churn_threads * HANDED; i++)
         check_free(handed[i]);
     free(handed);
@@ -218,7 +254,7 @@ int main(int argc, char **argv)
     int64_t live = (int64_t)(s1.live_samples - s0.live_samples);
     printf("%lu allocations; %" PRIu64 " samples taken, %" PRIu64 " freed, %" PRIu64
            " dropped, live %" PRIu64 " -> %" PRIu64 " (%" PRIu64 " of them from this program), "
-           "death during birth %" PRIu64 ", reentrant skips %" PRIu64 "\n",
+           "death during birth %" PRIu64 ", reentrant skips %" PRIu64 ", %d snapshots\n",
            atomic_load(&allocations), taken, freed, dropped, s0.live_samples, s1.live_samples, left,
            s1.death_during_birth - s0.death_during_birth, s1.reentrant_skips - s0.reentrant_skips);
     CHECK(left == 0, "%" PRIu64 " samples of freed blocks are still live", left);
