@@ -10,7 +10,7 @@
  *            own profile at exit (MEMPROF_OUTPUT's %p is its pid); under the GOT start each
  *            checks that it still samples and writes a snapshot through the API to the
  *            same path. The child checks its grandchild's file, the parent its child's.
- *   fork-dlopen  ROUNDS x 25 forks while another thread loads and unloads a library
+ *   fork-dlopen  ROUNDS x 15 forks while another thread loads and unloads a library
  *            (cycle_lib.c, by bare name through RUNPATH $ORIGIN) in a loop: the children
  *            allocate and free, sampled from a call stack through libc's qsort, and exit 0.
  *            The profiler's cold path in a child must not wait for a lock the loader
@@ -222,7 +222,7 @@ static void fork_dlopen_phase(int rounds)
 {
     pthread_t t;
     CHECK(pthread_create(&t, NULL, loader, NULL) == 0, "pthread_create");
-    for (int c = 0; c < 25 * rounds; c++) {
+    for (int c = 0; c < 15 * rounds; c++) {
         fflush(NULL);
         pid_t pid = fork();
         CHECK(pid >= 0, "fork: %s", strerror(errno));
@@ -353,7 +353,7 @@ int main(int argc, char **argv)
     CHECK(argc >= 2, "usage: %s plain|preload|got [ROUNDS]", argv[0]);
     out_template = getenv("MEMPROF_OUTPUT");
     CHECK(out_template && strstr(out_template, "%p"), "set MEMPROF_OUTPUT to DIR/NAME.%%p.txt");
-    char dir[4096];
+    char dir[2048];
     prepare_output_dir(dir, sizeof dir); /* before any child (or the plugin) writes there */
     prog_setup(argv[1]);
     int rounds = argc > 2 ? atoi(argv[2]) : 4;

@@ -10,8 +10,9 @@
  * expectations are glibc's own; the profiled runs at rate 1 take the sampled path (stack
  * capture, interning, heap-map insert) on every call, including the first one of a new
  * thread and of a forked child, and check that each entry point is sampled exactly once
- * and each free takes its sample out. Built with -fno-builtin so GCC neither elides nor
- * fuses (malloc + memset = calloc) the calls under test.
+ * and each free takes its sample out. Built with -fno-builtin-malloc (and the other
+ * allocator functions), so GCC neither elides nor fuses (malloc + memset = calloc) the
+ * calls under test.
  */
 #include "prog.h"
 

@@ -256,7 +256,8 @@ int main(int argc, char **argv)
            " dropped, live %" PRIu64 " -> %" PRIu64 " (%" PRIu64 " of them from this program), "
            "death during birth %" PRIu64 ", reentrant skips %" PRIu64 ", %d snapshots\n",
            atomic_load(&allocations), taken, freed, dropped, s0.live_samples, s1.live_samples, left,
-           s1.death_during_birth - s0.death_during_birth, s1.reentrant_skips - s0.reentrant_skips);
+           s1.death_during_birth - s0.death_during_birth, s1.reentrant_skips - s0.reentrant_skips,
+           atomic_load(&snapshots));
     CHECK(left == 0, "%" PRIu64 " samples of freed blocks are still live", left);
     /* glibc keeps a few blocks per new thread (e.g. dynamic TLS): allow a handful. */
     CHECK(live <= 8, "the live samples grew by %" PRId64 " though every block was freed", live);
