@@ -4,14 +4,16 @@
  * argv: BACKEND MODE, BACKEND "preload" (LD_PRELOAD, MEMPROF_START=0) or "got" (no plugin);
  * the rate is MEMPROF_RATE (a plain number; unset: the default).
  *
- *   concurrent-api      4 threads allocate, free and check their blocks while 3 threads call
+ *   concurrent-api [N]  4 threads allocate, free and check their blocks while 3 threads call
  *                       memprof_start, stop, get_snapshot (reading every site and frame),
- *                       get_stats and resolve_symbols in a random order, the first calls all
- *                       at once (so under the GOT backend several threads race to patch the
- *                       GOT). Every call returns 0 or its documented error (start and stop:
- *                       -EBUSY in the wrong state), successful starts and stops alternate
- *                       (their counts differ by the final state), and after the allocators
- *                       free everything no sample is left live.
+ *                       get_stats and resolve_symbols in a random order (N calls each, default
+ *                       150, and on until the allocators have made 30,000 allocations), the
+ *                       first calls all at once (so under the GOT backend several threads race
+ *                       to patch the GOT). Every call returns 0 or its documented error (start
+ *                       and stop: -EBUSY in the wrong state), successful starts and stops
+ *                       alternate (their counts differ by the final state), the engine then
+ *                       still samples, and after the allocators free everything no sample is
+ *                       left live.
  *   shutdown-while-allocating  4 threads allocate and free while the main thread calls
  *                       memprof_shutdown(); they go on (freeing blocks sampled before it)
  *                       with their data intact, and afterwards every API call returns
@@ -23,7 +25,9 @@
 #include <stdatomic.h>
 #include <time.h>
 
-enum { ALLOCATORS = 4, CALLERS = 3, SLOTS = 256, API_CALLS = 150, MIN_ALLOCS = 30000 };
+enum { ALLOCATORS = 4, CALLERS = 3, SLOTS = 256, MIN_ALLOCS = 30000 };
+
+static unsigned api_calls = 150; /* per API thread; argv[3] of concurrent-api */
 
 static atomic_int stop_allocating;
 static atomic_uint iterations;
@@ -100,11 +104,11 @@ static void *api_caller(void *arg)
 {
     uint64_t seed = (uintptr_t)arg * 0x2545f4914f6cdd1du + 7;
     pthread_barrier_wait(&go);
-    /* At least API_CALLS calls, and on until the allocators have done real work meanwhile
+    /* At least api_calls calls, and on until the allocators have done real work meanwhile
      * (on two busy cores they may hardly run while three threads call the API). */
     time_t deadline = time(NULL) + 60;
     atomic_store(&storm, 1);
-    for (unsigned i = 0; i < API_CALLS || atomic_load(&in_storm) < MIN_ALLOCS; i++) {
+    for (unsigned i = 0; i < api_calls || atomic_load(&in_storm) < MIN_ALLOCS; i++) {
         CHECK(time(NULL) < deadline, "the allocators did not get %d allocations done in 60 s",
               MIN_ALLOCS);
         seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
@@ -252,8 +256,11 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(argc >= 3, "usage: %s preload|got MODE", argv[0]);
     limits_expect_backend(argv[1]);
-    if (!strcmp(argv[2], "concurrent-api"))
+    if (!strcmp(argv[2], "concurrent-api")) {
+        if (argc > 3)
+            api_calls = (unsigned)atoi(argv[3]);
         return concurrent_api();
+    }
     if (!strcmp(argv[2], "shutdown-while-allocating"))
         return shutdown_while_allocating();
     CHECK(0, "unknown mode %s", argv[2]);
