@@ -3,7 +3,8 @@
 # bench/run.sh [--quick] [--build-dir DIR] [REPORT.md]: builds the benchmarks if needed,
 # runs them all and writes a Markdown report (default bench/report.md) with their tables;
 # the report is also printed. --quick takes about 2 minutes on an idle 2-core machine
-# (5 A/B pairs, fewer steps, short program runs), the full run about 25. See
+# (5 A/B pairs, fewer steps, short program runs), the full run about 30 (with valgrind
+# instruction counts of the real programs when valgrind is installed). See
 # bench/README.md for what is measured and the targets. Uses build/ unless --build-dir is
 # given (benchmarks must be enabled there: -Dbenchmarks=true, the default).
 set -euo pipefail
@@ -128,7 +129,7 @@ memprof_log "bench_coldpath ..."
     echo
     echo "## Snapshot, symbolization and export: 10,000 stacks, 1M live samples"
     echo
-    echo "Wall time of each step, in-process (bench_snapshot)."
+    echo "CPU seconds of each step, in-process (bench_snapshot)."
     echo
 } >>"$tmp"
 memprof_log "bench_snapshot ..."
@@ -145,6 +146,19 @@ memprof_log "bench_snapshot ..."
 memprof_log "bench_programs.py (real programs and peers) ..."
 if [[ -x /usr/bin/python3 ]]; then
     /usr/bin/python3 bench/bench_programs.py --build-dir "$build" "${quick_args[@]}" >>"$tmp"
+    # The full run adds instruction counts: exact where the timings above are noisy.
+    if [[ $quick -eq 0 ]] && command -v valgrind >/dev/null 2>&1; then
+        {
+            echo "### Instructions executed (valgrind), the same programs at --quick sizes"
+            echo
+            echo "Deterministic: the ratio of instructions executed with and without the"
+            echo "profiler, one run each (a cache miss counts as one instruction)."
+            echo
+        } >>"$tmp"
+        memprof_log "bench_programs.py --instructions ..."
+        /usr/bin/python3 bench/bench_programs.py --build-dir "$build" --quick --instructions |
+            sed '1,/^### libmemprof: instructions/d' >>"$tmp"
+    fi
 else
     echo "Skipped: Debian's /usr/bin/python3 is not installed." >>"$tmp"
 fi
