@@ -70,7 +70,8 @@ for unwind in dwarf fp; do
     if command -v sqlite3 >/dev/null; then
         check "sqlite3-$unwind" 4096 "$unwind" sqlite3 :memory: "$sql"
     fi
-    check "workload-rate1-$unwind" 1 "$unwind" "$workload"
+    # memcheck aborts the program at any pvalloc (it has none): the workload calls valloc there.
+    check "workload-rate1-$unwind" 1 "$unwind" "$workload" no-pvalloc
 done
 echo "$passed passed, $failed failed (logs and profiles in $out)"
 [[ $failed -eq 0 ]] && rm -rf "$out"
