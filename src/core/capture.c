@@ -129,6 +129,9 @@ static MEMPROF_NOINLINE MEMPROF_SAMPLING_TEXT unsigned capture_dwarf(uintptr_t *
     *truncated = i < got || got == want;
     return n;
 }
+#else
+/* Without libunwind every stack comes from frame pointers: nothing changes in a fork child. */
+void memprof__capture_after_fork(void) {}
 #endif
 
 void memprof__capture_warm_up(void)
