@@ -125,9 +125,13 @@ for s in "${stages[@]}"; do
         # The preload plugin and the hardening programs skip themselves in sanitizer builds;
         # the unit and stress programs link the core statically. TSan models no standalone
         # atomic_thread_fence (gcc says so with -Wtsan), hence no -Dwerror here; the Bloom
-        # filter's fence orders only atomic loads, which TSan never reports.
+        # filter's fence orders only atomic loads, which TSan never reports. Frame-pointer
+        # stacks only (-Dlibunwind=disabled): libunwind's per-thread cache destructor re-arms
+        # itself to run in the last round of thread-exit destructors, after TSan has torn
+        # down the thread's state, and its pthread_mutex_lock then crashes in TSan's
+        # interceptor (SIGSEGV in __tsan::MutexPreLock under __nptl_deallocate_tsd).
         run_stage build-tsan "ThreadSanitizer: unit and stress" \
-            "-Db_sanitize=thread -Db_lundef=false -Dbenchmarks=false -Dpython=disabled -Druby=disabled" "" \
+            "-Db_sanitize=thread -Db_lundef=false -Dlibunwind=disabled -Dbenchmarks=false -Dpython=disabled -Druby=disabled" "" \
             -- --suite unit --suite stress --timeout-multiplier 10 "${extra_args[@]}"
         ;;
     fuzz)
