@@ -18,7 +18,9 @@
 #
 #   scripts/long.sh [main] [tsan] [fuzz]     (default: all three; about 1-2 hours on 2 cores)
 #
-# Extra `meson test` arguments can be given in MEMPROF_LONG_TEST_ARGS (e.g. "--repeat 2").
+# Extra `meson test` arguments can be given in MEMPROF_LONG_TEST_ARGS (e.g. "--repeat 2");
+# MEMPROF_LONG_BUILD=DIR builds in DIR, DIR-tsan and DIR-fuzz instead of build, build-tsan
+# and build-fuzz.
 set -euo pipefail
 
 MEMPROF_SCRIPT=long.sh
@@ -41,6 +43,7 @@ done
 memprof_install_deps "${MEMPROF_TEST_DEPS[@]}" valgrind libpython3.11-testsuite libclang-rt-dev
 
 read -r -a extra_args <<<"${MEMPROF_LONG_TEST_ARGS:-}"
+bdir="${MEMPROF_LONG_BUILD:-build}"
 passed=0
 failed=0
 skipped=0
@@ -118,7 +121,7 @@ start=$SECONDS
 for s in "${stages[@]}"; do
     case "$s" in
     main)
-        run_stage build "long suite" "-Dwerror=true" "" \
+        run_stage "$bdir" "long suite" "-Dwerror=true" "" \
             -- --suite long "${extra_args[@]}"
         ;;
     tsan)
@@ -130,7 +133,7 @@ for s in "${stages[@]}"; do
         # itself to run in the last round of thread-exit destructors, after TSan has torn
         # down the thread's state, and its pthread_mutex_lock then crashes in TSan's
         # interceptor (SIGSEGV in __tsan::MutexPreLock under __nptl_deallocate_tsd).
-        run_stage build-tsan "ThreadSanitizer: unit and stress" \
+        run_stage "$bdir-tsan" "ThreadSanitizer: unit and stress" \
             "-Db_sanitize=thread -Db_lundef=false -Dlibunwind=disabled -Dbenchmarks=false -Dpython=disabled -Druby=disabled" "" \
             -- --suite unit --suite stress --timeout-multiplier 10 "${extra_args[@]}"
         ;;
@@ -141,17 +144,17 @@ for s in "${stages[@]}"; do
         fi
         # Only the fuzz tests run here: the rest of the long suite runs in `main`.
         fuzz_tests=()
-        if CC=clang memprof_setup_build build-fuzz -Db_sanitize=address,undefined \
+        if CC=clang memprof_setup_build "$bdir-fuzz" -Db_sanitize=address,undefined \
             -Db_lundef=false -Dfuzzing=enabled -Dbenchmarks=false -Dpython=disabled \
             -Druby=disabled; then
-            mapfile -t fuzz_tests < <(meson test -C build-fuzz --list --suite long 2>/dev/null |
+            mapfile -t fuzz_tests < <(meson test -C "$bdir-fuzz" --list --suite long 2>/dev/null |
                 sed -n 's|^libmemprof:long / \(fuzz/.*\)$|\1|p')
         fi
         if [[ ${#fuzz_tests[@]} -eq 0 ]]; then
-            stage_failed "fuzzing" "configuring build-fuzz/ failed or it has no fuzz test"
+            stage_failed "fuzzing" "configuring $bdir-fuzz/ failed or it has no fuzz test"
             continue
         fi
-        CC=clang run_stage build-fuzz "fuzzing (libFuzzer, ASan+UBSan)" \
+        CC=clang run_stage "$bdir-fuzz" "fuzzing (libFuzzer, ASan+UBSan)" \
             "-Db_sanitize=address,undefined -Db_lundef=false -Dfuzzing=enabled -Dbenchmarks=false -Dpython=disabled -Druby=disabled" \
             "" -- "${fuzz_tests[@]}" "${extra_args[@]}"
         ;;
