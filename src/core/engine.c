@@ -64,9 +64,37 @@ static void count_free(const struct memprof_hm_entry *e)
 
 /* ---- recording ------------------------------------------------------------------------- */
 
+/* A sample whose block a native free() must find through the Bloom filter: a block of the
+ * real allocator (not of the sample heap, not a custom allocator's report id). */
+static inline bool is_outside(uint64_t key)
+{
+    return !(key & MEMPROF_REPORT_KEY_BIT) &&
+           !memprof__sheap_owns(&E.sheap, (void *)(uintptr_t)key);
+}
+
+/* Whether the Bloom filter holds the key: every key but the sample heap's, whose frees are
+ * recognised by address. */
+static inline bool in_bloom(uint64_t key)
+{
+    return !memprof__sheap_owns(&E.sheap, (void *)(uintptr_t)key);
+}
+
+struct key_filter {
+    void (*fn)(void *ctx, uint64_t key);
+    void *ctx;
+};
+
+static void bloom_key(void *arg, uint64_t key)
+{
+    struct key_filter *f = arg;
+    if (in_bloom(key))
+        f->fn(f->ctx, key);
+}
+
 static void heapmap_keys(void *hm, void (*fn)(void *ctx, uint64_t key), void *ctx)
 {
-    memprof__hm_for_each_key(hm, fn, ctx);
+    struct key_filter f = {fn, ctx};
+    memprof__hm_for_each_key(hm, bloom_key, &f);
 }
 
 static void maybe_rebuild_bloom(void)
@@ -76,15 +104,37 @@ static void maybe_rebuild_bloom(void)
         memprof__bloom_rebuild(&E.bloom, heapmap_keys, &E.hm, live);
 }
 
-/* Inserts a sample for `key` with a known stack (insert half of the cold path). */
+/* Inserts a sample for `key` with a known stack (insert half of the cold path). The
+ * outside count goes up first, so that a free of the block cannot skip the filter; a sample
+ * that does not go live takes it back. */
 static bool insert(uint64_t key, uint64_t size, uint32_t stack_id, uint64_t ts)
 {
-    uint64_t token = memprof__bloom_add_begin(&E.bloom, key);
+    bool outside = is_outside(key), bloom = in_bloom(key);
+    if (outside)
+        memprof_atomic_add_relaxed(&E.outside_live, 1);
+    uint64_t token = bloom ? memprof__bloom_add_begin(&E.bloom, key) : 0;
     struct memprof_hm_slot *slot = memprof__hm_reserve(&E.hm, key);
-    if (!slot)
-        return false; /* full: counted by the heap map */
-    memprof__bloom_add_end(&E.bloom, key, token);
-    return memprof__hm_finalize(&E.hm, slot, stack_id, size, ts);
+    bool live = false;
+    if (slot) { /* else full: counted by the heap map */
+        if (bloom)
+            memprof__bloom_add_end(&E.bloom, key, token);
+        live = memprof__hm_finalize(&E.hm, slot, stack_id, size, ts);
+    }
+    if (!live && outside)
+        memprof_atomic_sub_relaxed(&E.outside_live, 1);
+    return live;
+}
+
+/* Removes key's live sample, if any, and counts its free. */
+static bool remove_sample(uint64_t key, struct memprof_hm_entry *out)
+{
+    if (memprof__hm_remove(&E.hm, key, out) != MEMPROF_HM_FOUND)
+        return false;
+    if (is_outside(key))
+        memprof_atomic_sub_relaxed(&E.outside_live, 1);
+    memprof_atomic_add_relaxed(&E.freed_samples, 1);
+    count_free(out);
+    return true;
 }
 
 static void count_depth(unsigned native)
@@ -130,9 +180,7 @@ static void seed_thread(struct memprof_tls *t)
     t->seeded = 1;
 }
 
-/* The cold path proper. `key` 0 means the allocation failed: only the countdown moves.
- * Returns whether a sample was recorded. */
-MEMPROF_SAMPLING_TEXT static bool sample_slow(uint64_t key, size_t size)
+MEMPROF_SAMPLING_TEXT bool memprof__sample_begin(size_t size, int *saved_errno)
 {
     struct memprof_tls *t = &memprof__tls;
     if (t->guard) {
@@ -148,8 +196,7 @@ MEMPROF_SAMPLING_TEXT static bool sample_slow(uint64_t key, size_t size)
     t->guard = 1;
     /* A successful malloc must leave errno alone, even when this path made system calls
      * (getrandom, /proc for the stack bounds, the unwinder's file reads) that set it. */
-    int saved_errno = errno;
-    bool sampled = false;
+    int saved = errno;
     if (!t->seeded)
         seed_thread(t);
     int state = memprof_atomic_load_acquire(&E.state);
@@ -157,7 +204,7 @@ MEMPROF_SAMPLING_TEXT static bool sample_slow(uint64_t key, size_t size)
     if (state != MEMPROF_STATE_ACTIVE) {
         t->countdown = memprof__sampler_draw(
             &t->rng, rate < MEMPROF_IDLE_INTERVAL ? rate : MEMPROF_IDLE_INTERVAL);
-        goto out;
+        goto not_sampled;
     }
     uint32_t gen = memprof_atomic_load_relaxed(&E.generation);
     if (t->generation != gen) {
@@ -167,71 +214,105 @@ MEMPROF_SAMPLING_TEXT static bool sample_slow(uint64_t key, size_t size)
         int64_t c = memprof__sampler_draw(&t->rng, rate);
         if ((uint64_t)c > size) {
             t->countdown = c - (int64_t)size;
-            goto out;
+            goto not_sampled;
         }
     }
     t->countdown = memprof__sampler_draw(&t->rng, rate);
-    if (key && size) {
-        if (!t->stack_top)
-            t->stack_top = memprof__pf_stack_top();
-        /* Native frames, then room for interpreter frames; on this (cold) stack, not TLS. */
-        uintptr_t frames[MEMPROF_CAPTURE_MAX + MEMPROF_MAX_RUNTIME_FRAMES];
-        bool truncated;
-        unsigned native = memprof__capture((enum memprof_unwinder)E.unwinder, frames, E.max_frames,
-                                           t->stack_top, &truncated);
-        unsigned source;
-        unsigned rt = memprof__sources_capture((uint64_t *)(frames + native),
-                                               MEMPROF_MAX_RUNTIME_FRAMES, &source);
-        memprof__record_mixed(key, size, frames, native + rt, native, source, truncated);
-        sampled = true;
-    }
-out:
-    errno = saved_errno;
+    if (size == 0)
+        goto not_sampled;
+    *saved_errno = saved;
+    return true;
+not_sampled:
+    errno = saved;
     t->guard = 0;
-    return sampled;
+    return false;
+}
+
+/* Captures the stack and records a sample of `size` bytes under `key` (guard set). */
+MEMPROF_SAMPLING_TEXT static void record_here(uint64_t key, size_t size)
+{
+    struct memprof_tls *t = &memprof__tls;
+    if (!t->stack_top)
+        t->stack_top = memprof__pf_stack_top();
+    /* Native frames, then room for interpreter frames; on this (cold) stack, not TLS. */
+    uintptr_t frames[MEMPROF_CAPTURE_MAX + MEMPROF_MAX_RUNTIME_FRAMES];
+    bool truncated;
+    unsigned native = memprof__capture((enum memprof_unwinder)E.unwinder, frames, E.max_frames,
+                                       t->stack_top, &truncated);
+    unsigned source;
+    unsigned rt = memprof__sources_capture((uint64_t *)(frames + native),
+                                           MEMPROF_MAX_RUNTIME_FRAMES, &source);
+    memprof__record_mixed(key, size, frames, native + rt, native, source, truncated);
+}
+
+MEMPROF_SAMPLING_TEXT void memprof__sample_end(void *ptr, size_t size, int saved_errno)
+{
+    if (ptr) {
+        record_here((uint64_t)(uintptr_t)ptr, size);
+        errno = saved_errno;
+    }
+    memprof__tls.guard = 0;
 }
 
 MEMPROF_SAMPLING_TEXT void memprof__alloc_slow(void *ptr, size_t size)
 {
-    sample_slow((uint64_t)(uintptr_t)ptr, size);
+    int saved;
+    if (memprof__sample_begin(size, &saved))
+        memprof__sample_end(ptr, size, saved);
 }
 
 MEMPROF_SAMPLING_TEXT bool memprof__report_slow(uint64_t key, size_t size)
 {
-    return sample_slow(key, size);
+    int saved;
+    if (!memprof__sample_begin(size, &saved))
+        return false;
+    record_here(key, size);
+    errno = saved;
+    memprof__tls.guard = 0;
+    return true;
 }
 
 bool memprof__report_free(uint64_t key)
 {
-    if (!memprof__bloom_maybe(&E.bloom, key))
-        return false;
     struct memprof_hm_entry e;
-    if (memprof__hm_remove(&E.hm, key, &e) != MEMPROF_HM_FOUND)
-        return false;
-    memprof_atomic_add_relaxed(&E.freed_samples, 1);
-    count_free(&e);
-    return true;
+    return memprof__bloom_maybe(&E.bloom, key) && remove_sample(key, &e);
 }
 
 void memprof__free_slow(void *ptr)
 {
-    memprof__report_free((uint64_t)(uintptr_t)ptr);
+    /* The caller's filter probe said maybe: go to the heap map without probing again. */
+    struct memprof_hm_entry e;
+    remove_sample((uint64_t)(uintptr_t)ptr, &e);
+}
+
+void *memprof__sample_heap_alloc(size_t n, size_t align, bool zero)
+{
+    return memprof__sheap_alloc(&E.sheap, n, align, zero);
+}
+
+void memprof__free_sampled_block(void *ptr)
+{
+    /* After shutdown the engine ignores frees (as the Bloom filter, disabled, makes it do
+     * for other blocks); the block is still recycled. */
+    struct memprof_hm_entry e;
+    if (memprof_atomic_load_acquire(&E.state) != MEMPROF_STATE_SHUTDOWN)
+        remove_sample((uint64_t)(uintptr_t)ptr, &e);
+    memprof__sheap_free(&E.sheap, ptr);
 }
 
 bool memprof__take(void *ptr, struct memprof_hm_entry *out)
 {
-    if (!ptr || !memprof__bloom_maybe(&E.bloom, (uint64_t)(uintptr_t)ptr))
+    if (!ptr)
         return false;
-    if (memprof__hm_remove(&E.hm, (uint64_t)(uintptr_t)ptr, out) != MEMPROF_HM_FOUND)
+    uint64_t key = (uint64_t)(uintptr_t)ptr;
+    if (in_bloom(key) && !memprof__bloom_maybe(&E.bloom, key))
         return false;
-    memprof_atomic_add_relaxed(&E.freed_samples, 1);
-    count_free(out);
-    return true;
+    return remove_sample(key, out);
 }
 
 void memprof__restore(const struct memprof_hm_entry *e)
 {
-    memprof_atomic_sub_relaxed(&E.freed_samples, 1); /* memprof__take counted it freed */
+    memprof_atomic_sub_relaxed(&E.freed_samples, 1); /* remove_sample counted it freed */
     if (insert(e->key, e->size, e->stack_id, e->ts)) {
         uint64_t wb, wc;
         sample_weights(e->size, &wb, &wc);
@@ -286,6 +367,11 @@ int memprof__engine_init(const struct memprof_engine_config *cfg)
         memprof__guard_leave(g);
         return rc;
     }
+    /* Without the reservation sampled blocks come from the real allocator: slower frees,
+     * same results. */
+    if (rc == 0 && E.sheap_wanted && memprof__sheap_init(&E.sheap) != 0 && E.log_fn)
+        E.log_fn(E.log_ctx, MEMPROF_LOG_INFO,
+                 "sample heap unavailable (address space limited or mapping failed)");
     E.mapped_bytes = E.hm.nslots * sizeof(struct memprof_hm_slot) + E.bloom.nwords * 16 +
                      E.st.max_stacks * sizeof(struct memprof_stack) +
                      E.st.nbuckets * sizeof(uint32_t) + E.st.arena_cap * sizeof(uintptr_t);
@@ -373,6 +459,14 @@ int memprof__engine_readable(void)
 void memprof__backend_register(void)
 {
     memprof_atomic_add_relaxed(&E.backends, 1);
+}
+
+int memprof__engine_use_sample_heap(void)
+{
+    if (memprof_atomic_load_acquire(&E.state) != MEMPROF_STATE_UNINITIALIZED)
+        return -EALREADY;
+    E.sheap_wanted = true;
+    return 0;
 }
 
 void memprof__engine_own_code(const void *addr)

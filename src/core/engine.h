@@ -10,12 +10,24 @@
  * after stop leave the live set; SHUTDOWN disables the free path's filter and ignores all.
  * Tables are never unmapped while hooks can run: a hook may be preempted anywhere.
  *
- * Backends call, for each successful allocation of `size` bytes at `ptr`:
- *     if (memprof__sampler_charge(size)) memprof__alloc_slow(ptr, size);
- * and before each real free: memprof__on_free(ptr). Both fast paths are inline: a TLS
- * decrement and branch for malloc; a load of the filter pointer and one cache-line probe for
- * free. Fork: a pthread_atfork child handler re-seeds the surviving thread and releases
- * anything a vanished thread might have held (the Bloom rebuild try-lock).
+ * Backends call, for each allocation of `size` bytes, memprof__sampler_charge(size) (a TLS
+ * decrement and branch) and only when it says so the cold path: memprof__sample_begin()
+ * decides, the backend allocates (from the sample heap if it has one, see below), and
+ * memprof__sample_end() records the block. Before each real free they ask whether the block
+ * can be a sample (memprof__on_free()).
+ *
+ * Where sampled blocks live. By default a sampled block is the real allocator's, and its
+ * free is found by the Bloom filter and the heap map ("outside" samples); while none is live,
+ * a free costs one load. A backend whose user asked for the sample heap (sampleheap.h:
+ * the preload plugin in front of glibc with MEMPROF_SAMPLE_HEAP=1) calls
+ * memprof__engine_use_sample_heap() before init, and sampled blocks then come from it:
+ * their frees are recognised by address range (memprof__free_sampled_block()) and nothing
+ * else is live outside, so every other free costs one compare and one load. That is only
+ * safe where every free() reaches the hooks, which no backend can promise by itself (an
+ * RTLD_DEEPBIND library or a free() looked up in libc's own handle calls glibc's directly,
+ * and glibc aborts on a block it did not make), hence opt-in. Fork: a pthread_atfork
+ * child handler re-seeds the surviving thread and releases anything a vanished thread might
+ * have held (the Bloom rebuild try-lock).
  */
 #ifndef MEMPROF_CORE_ENGINE_H
 #define MEMPROF_CORE_ENGINE_H
@@ -28,6 +40,7 @@
 #include "common/compiler.h"
 #include "core/bloom.h"
 #include "core/heapmap.h"
+#include "core/sampleheap.h"
 #include "core/sampler.h"
 #include "core/stacktab.h"
 #include "memprof/memprof.h"
@@ -41,8 +54,12 @@
 #define MEMPROF_SHALLOW_DEPTH  4u
 
 struct memprof_engine {
-    /* Read by the free fast path on every free: keep it first and rarely written. */
+    /* Read by the free fast path on every free, in this order: keep them first, on one
+     * cache line, and rarely written. */
+    struct memprof_sheap sheap;
+    _Atomic uint64_t outside_live; /* live samples of native blocks outside the sample heap */
     struct memprof_bloom bloom;
+    bool sheap_wanted; /* a backend asked for the sample heap before init */
 
     _Atomic int state;           /* memprof_state, or ENGINE_INITIALIZING */
     _Atomic uint32_t generation; /* bumped by start, stop and shutdown */
@@ -97,6 +114,10 @@ void memprof__engine_stats(memprof_stats *out);
 
 /* A backend announces itself before it feeds the engine (start needs one). */
 MEMPROF_INTERNAL void memprof__backend_register(void);
+/* Asks, before init, for sampled blocks to be served from the sample heap (only for a
+ * backend in front of glibc whose user accepted that every free() must reach the hooks).
+ * Returns 0, or -EALREADY after init (nothing changes). */
+MEMPROF_INTERNAL int memprof__engine_use_sample_heap(void);
 /* Marks the object containing `addr` as profiler code, skipped at the leaf end of stacks. */
 MEMPROF_INTERNAL void memprof__engine_own_code(const void *addr);
 
@@ -115,8 +136,15 @@ static inline void memprof__guard_leave(uint8_t old)
 }
 
 /* ---- hot-path entry points (called by backends) ----------------------------------------- */
-/* The allocation cold path: the countdown ran out on this allocation (ptr may be NULL if
- * the real allocator failed; then nothing is recorded). */
+/* The allocation cold path, part 1, for an allocation of `size` bytes whose charge
+ * (memprof__sampler_charge) said so: decides whether it is sampled (the countdown is drawn
+ * afresh either way). On true, the thread's re-entrancy guard is set, errno's value is kept
+ * in *saved_errno, and the caller allocates and then calls memprof__sample_end(). */
+MEMPROF_INTERNAL MEMPROF_COLD bool memprof__sample_begin(size_t size, int *saved_errno);
+/* Part 2: records the block at ptr as a sample of `size` bytes (nothing if ptr is NULL, the
+ * allocation having failed), restores errno if ptr is not NULL, and clears the guard. */
+MEMPROF_INTERNAL void memprof__sample_end(void *ptr, size_t size, int saved_errno);
+/* Both parts around an allocation already made (ptr may be NULL if it failed). */
 MEMPROF_INTERNAL MEMPROF_COLD void memprof__alloc_slow(void *ptr, size_t size);
 /* The free cold path: the Bloom filter says ptr may be sampled. */
 MEMPROF_INTERNAL MEMPROF_COLD void memprof__free_slow(void *ptr);
@@ -127,12 +155,26 @@ MEMPROF_INLINE void memprof__on_alloc(void *ptr, size_t size)
         memprof__alloc_slow(ptr, size);
 }
 
-/* Whether ptr may be a live sample (false means certainly not). Nothing live (the common
- * case in programs that free what they sample quickly) means nothing to look for; the count
- * only changes in cold paths, so its line stays shared. */
+/* Whether ptr is a block of the sample heap: the backend must then not hand it to the real
+ * allocator but to memprof__free_sampled_block() (or realloc it itself). */
+MEMPROF_INLINE bool memprof__in_sample_heap(const void *ptr)
+{
+    return memprof__sheap_owns(&memprof__engine.sheap, ptr);
+}
+
+/* A block of the sample heap for a sampled allocation (between memprof__sample_begin() and
+ * memprof__sample_end()), or NULL: then the block comes from the real allocator. */
+MEMPROF_INTERNAL void *memprof__sample_heap_alloc(size_t n, size_t align, bool zero);
+/* The free of a block of the sample heap: removes its sample and recycles the block. */
+MEMPROF_INTERNAL MEMPROF_COLD void memprof__free_sampled_block(void *ptr);
+
+/* Whether ptr (not a block of the sample heap) may be a live sample: false means certainly
+ * not. Nothing live outside the sample heap (the usual case under the preload plugin, and in
+ * programs that free what they sample quickly) means nothing to look for; the count only
+ * changes in cold paths, so its line stays shared. */
 MEMPROF_INLINE bool memprof__maybe_sampled(const void *ptr)
 {
-    return memprof_atomic_load_relaxed(&memprof__engine.hm.live) != 0 && ptr &&
+    return memprof_atomic_load_relaxed(&memprof__engine.outside_live) != 0 && ptr &&
            memprof__bloom_maybe(&memprof__engine.bloom, (uint64_t)(uintptr_t)ptr);
 }
 
@@ -142,9 +184,9 @@ MEMPROF_INLINE void memprof__on_free(void *ptr)
         memprof__free_slow(ptr);
 }
 
-/* realloc support: removes ptr's sample (if any) before the real realloc and hands it
- * back, so a failed realloc can put it back with memprof__restore(). Returns true if a
- * sample was taken out. */
+/* realloc support: removes ptr's sample (if any; ptr may be a block of the sample heap)
+ * before the real realloc and hands it back, so a failed realloc can put it back with
+ * memprof__restore(). Returns true if a sample was taken out. */
 MEMPROF_INTERNAL bool memprof__take(void *ptr, struct memprof_hm_entry *out);
 MEMPROF_INTERNAL void memprof__restore(const struct memprof_hm_entry *e);
 

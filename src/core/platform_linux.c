@@ -11,6 +11,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,6 +30,24 @@ void memprof__pf_unmap(void *p, size_t size)
 {
     if (p)
         munmap(p, size);
+}
+
+void *memprof__pf_map_sparse(size_t size)
+{
+    struct rlimit as;
+    if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur != RLIM_INFINITY)
+        return NULL;
+    void *p = memprof__pf_map(size);
+    if (p)
+        madvise(p, size, MADV_NOHUGEPAGE); /* advisory: a kernel without THP says EINVAL */
+    return p;
+}
+
+void memprof__pf_release(void *p, size_t size)
+{
+    int saved = errno;
+    madvise(p, size, MADV_DONTNEED);
+    errno = saved;
 }
 
 uint64_t memprof__pf_now_ns(void)

@@ -105,7 +105,7 @@ HOOK void *got_memalign(size_t align, size_t n)
 
 HOOK void *got_valloc(size_t n)
 {
-    return memprof__wrap_valloc(&real, n);
+    return memprof__wrap_valloc(&real, n, page_size);
 }
 
 HOOK void *got_pvalloc(size_t n)

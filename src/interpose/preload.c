@@ -17,6 +17,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <gnu/libc-version.h>
 #include <malloc.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -133,12 +134,29 @@ static void *early_realloc(void *old, size_t n)
     return old ? NULL : memprof__bootstrap_alloc(n, 16);
 }
 
+/* Whether the allocator behind the plugin is glibc's own, which the sample heap
+ * (MEMPROF_SAMPLE_HEAP=1) needs: jemalloc and tcmalloc have entry points of their own that
+ * free a malloc'ed block without passing the free symbol (sdallocx, tc_free, their
+ * operator delete), and a sample-heap block reaching one of them would crash the program. */
+static bool behind_glibc(void)
+{
+    Dl_info libc, f;
+    if (!dladdr((void *)gnu_get_libc_version, &libc))
+        return false;
+    void *fns[] = {(void *)real.malloc, (void *)real.free, (void *)real.calloc,
+                   (void *)real.realloc, (void *)real.memalign};
+    for (size_t i = 0; i < MEMPROF_ARRAY_SIZE(fns); i++)
+        if (!dladdr(fns[i], &f) || f.dli_fbase != libc.dli_fbase)
+            return false;
+    return true;
+}
+
 __attribute__((constructor(101))) static void preload_init(void)
 {
     resolve_real();
     memprof__backend_register();
     memprof__engine_own_code((const void *)preload_init);
-    memprof__preload_configure();
+    memprof__preload_configure(behind_glibc());
 }
 
 /* ---- the entry points ---------------------------------------------------------------- */
@@ -228,7 +246,7 @@ EXPORT void *valloc(size_t n)
 {
     if (!ready())
         return memprof__bootstrap_alloc(n, 4096);
-    return memprof__wrap_valloc(&real, n);
+    return memprof__wrap_valloc(&real, n, (size_t)sysconf(_SC_PAGESIZE));
 }
 
 EXPORT void *pvalloc(size_t n)
@@ -244,6 +262,8 @@ EXPORT size_t malloc_usable_size(void *p)
         return 0;
     if (memprof__bootstrap_owns(p))
         return memprof__bootstrap_size(p);
+    if (memprof__in_sample_heap(p))
+        return memprof__sheap_usable(&memprof__engine.sheap, p);
     if (!ready())
         return 0; /* only bootstrap blocks exist before resolution */
     return real.malloc_usable_size(p);

@@ -7,12 +7,14 @@
 #define MEMPROF_INTERPOSE_PRELOAD_H
 
 #include <limits.h>
+#include <stdbool.h>
 
 #include "memprof/memprof.h"
 
 /* Reads MEMPROF_* from the environment, initialises and starts the engine as configured,
- * and sets up the profile files. Called once from the plugin's constructor. */
-void memprof__preload_configure(void);
+ * and sets up the profile files. `behind_glibc`: the real allocator is glibc's, which the
+ * sample heap needs. Called once from the plugin's constructor. */
+void memprof__preload_configure(bool behind_glibc);
 
 /* Where, how and when profiles are written (preload_dump.c). */
 struct memprof_dump_config {

@@ -18,6 +18,12 @@
  *                   program installs its own.
  *   MEMPROF_UNWIND  dwarf (default when built with libunwind) or fp (frame pointers:
  *                   faster, but stacks stop at code built without frame pointers).
+ *   MEMPROF_SAMPLE_HEAP  1 serves sampled blocks from the profiler's own heap, so that
+ *                   free() recognises them by address: the cheapest frees, but only safe
+ *                   if every free() in the process goes through the free symbol (no
+ *                   RTLD_DEEPBIND libraries, no free() looked up in libc's own handle, e.g.
+ *                   ctypes.CDLL("libc.so.6").free). Default 0; honoured only in front of
+ *                   glibc's allocator.
  *   MEMPROF_QUIET   1 silences every message.
  * Writing the profiles is preload_dump.c's job.
  */
@@ -81,11 +87,18 @@ static const struct {
     {"html", MEMPROF_FORMAT_HTML},
 };
 
-void memprof__preload_configure(void)
+void memprof__preload_configure(bool behind_glibc)
 {
     struct memprof_dump_config dump = {.format = MEMPROF_FORMAT_AUTO};
     quiet = parse_bool("MEMPROF_QUIET", getenv("MEMPROF_QUIET"), 0);
     int start = parse_bool("MEMPROF_START", getenv("MEMPROF_START"), 1);
+    if (parse_bool("MEMPROF_SAMPLE_HEAP", getenv("MEMPROF_SAMPLE_HEAP"), 0)) {
+        if (behind_glibc)
+            memprof__engine_use_sample_heap();
+        else
+            say("memprof: ignoring MEMPROF_SAMPLE_HEAP=1: the allocator behind the profiler is "
+                "not glibc's");
+    }
 
     const char *rate_s = getenv("MEMPROF_RATE");
     uint64_t rate = memprof__parse_rate(rate_s);

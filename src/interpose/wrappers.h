@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "core/engine.h"
 
@@ -33,37 +34,150 @@ struct memprof_allocator {
 
 /* The sampled halves of the hot wrappers, out of line: the unsampled case then ends in a
  * tail call of the real function (no frame of ours, no return through us). In the sampling
- * text section so stack capture skips their frames. A failed allocation still goes through
- * memprof__alloc_slow, which then only draws the next countdown. */
+ * text section so stack capture skips their frames. A sampled block comes from the sample
+ * heap when the engine has one (only backends that see every free ask for it) and it can
+ * serve the request exactly as the real allocator would; otherwise from the real allocator. */
 MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE __attribute__((unused)) void *
 memprof__malloc_sampled(const struct memprof_allocator *a, size_t n)
 {
-    void *p = a->malloc(n);
-    memprof__alloc_slow(p, n);
+    int saved;
+    if (!memprof__sample_begin(n, &saved))
+        return a->malloc(n);
+    void *p = memprof__sample_heap_alloc(n, 0, false);
+    if (!p)
+        p = a->malloc(n);
+    memprof__sample_end(p, n, saved);
     return p;
 }
 
 MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE __attribute__((unused)) void *
-memprof__calloc_sampled(const struct memprof_allocator *a, size_t n, size_t size)
+memprof__calloc_sampled(const struct memprof_allocator *a, size_t n, size_t size, size_t total)
 {
-    void *p = a->calloc(n, size);
-    memprof__alloc_slow(p, n * size);
+    int saved;
+    if (!memprof__sample_begin(total, &saved))
+        return a->calloc(n, size);
+    void *p = memprof__sample_heap_alloc(total, 0, true);
+    if (!p)
+        p = a->calloc(n, size);
+    memprof__sample_end(p, total, saved);
     return p;
 }
 
-/* realloc with a possibly sampled old block or a sampled new one: the old block's sample is
- * taken out first, and put back if the real realloc fails and so keeps the old block. */
-MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE __attribute__((unused)) void *
-memprof__realloc_sampled(const struct memprof_allocator *a, void *old, size_t n, bool sample)
+/* realloc of a block of the sample heap. Its sample (if any: a block whose heap-map insert
+ * was dropped has none) is taken out; the block stays in place if the new size has the same
+ * slot size, and moves otherwise (to the sample heap if the new block is sampled, else to
+ * the real allocator). The sample heap only exists in front of glibc's allocator, so
+ * realloc(p, 0) frees p and returns NULL, as glibc's does. */
+MEMPROF_SAMPLING_TEXT static __attribute__((unused)) void *
+memprof__realloc_heap_block(const struct memprof_allocator *a, void *old, size_t n, bool sample,
+                            int saved)
 {
     struct memprof_hm_entry taken;
-    bool had_sample = memprof__take(old, &taken);
-    void *p = a->realloc(old, n);
-    /* n == 0 and NULL: glibc freed the block. Otherwise NULL leaves the old block intact. */
-    if (!p && had_sample && n != 0)
-        memprof__restore(&taken);
+    if (n == 0) {
+        memprof__free_sampled_block(old);
+        return NULL;
+    }
+    void *p = old;
+    if (memprof__sheap_fits(&memprof__engine.sheap, old, n)) {
+        memprof__take(old, &taken);
+    } else {
+        p = sample ? memprof__sample_heap_alloc(n, 0, false) : NULL;
+        if (!p)
+            p = a->malloc(n);
+        if (!p) { /* the old block and its sample stay */
+            if (sample)
+                memprof__sample_end(NULL, n, saved);
+            return NULL;
+        }
+        size_t have = memprof__sheap_usable(&memprof__engine.sheap, old);
+        memcpy(p, old, have < n ? have : n);
+        memprof__free_sampled_block(old);
+    }
     if (sample)
-        memprof__alloc_slow(p, n);
+        memprof__sample_end(p, n, saved);
+    return p;
+}
+
+/* realloc with a block of the sample heap, a possibly sampled old block or a sampled new one
+ * (`charge`: the sampler's charge for n said to decide). The old block's sample is taken out
+ * first, and put back if the real realloc fails and so keeps the old block. */
+MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE __attribute__((unused)) void *
+memprof__realloc_sampled(const struct memprof_allocator *a, void *old, size_t n, bool charge)
+{
+    int saved = 0;
+    bool sample = charge && memprof__sample_begin(n, &saved);
+    if (memprof__in_sample_heap(old))
+        return memprof__realloc_heap_block(a, old, n, sample, saved);
+    struct memprof_hm_entry taken;
+    void *p = sample ? memprof__sample_heap_alloc(n, 0, false) : NULL;
+    if (p) { /* a sampled new block moves to the sample heap */
+        size_t have = a->malloc_usable_size(old);
+        memcpy(p, old, have < n ? have : n);
+        memprof__take(old, &taken);
+        a->free(old);
+    } else {
+        bool had_sample = memprof__take(old, &taken);
+        p = a->realloc(old, n);
+        /* n == 0 and NULL: glibc freed the block. Otherwise NULL leaves the old block intact. */
+        if (!p && had_sample && n != 0)
+            memprof__restore(&taken);
+    }
+    if (sample)
+        memprof__sample_end(p, n, saved);
+    return p;
+}
+
+/* An aligned request the sample heap serves as glibc would: a power-of-two alignment
+ * (glibc's error cases and its rounding of other alignments stay with glibc). */
+static inline bool memprof__sheap_alignment(size_t align)
+{
+    return align != 0 && (align & (align - 1)) == 0;
+}
+
+MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE __attribute__((unused)) int
+memprof__posix_memalign_sampled(const struct memprof_allocator *a, void **out, size_t align,
+                                size_t n)
+{
+    int saved;
+    if (!memprof__sample_begin(n, &saved))
+        return a->posix_memalign(out, align, n);
+    void *p = NULL;
+    int rc = 0;
+    if (memprof__sheap_alignment(align) && align >= sizeof(void *))
+        p = memprof__sample_heap_alloc(n, align, false);
+    if (p)
+        *out = p;
+    else
+        rc = a->posix_memalign(out, align, n);
+    memprof__sample_end(rc == 0 ? *out : NULL, n, saved);
+    return rc;
+}
+
+/* aligned_alloc and memalign. */
+MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE __attribute__((unused)) void *
+memprof__aligned_sampled(void *(*real)(size_t, size_t), size_t align, size_t n)
+{
+    int saved;
+    if (!memprof__sample_begin(n, &saved))
+        return real(align, n);
+    void *p = memprof__sheap_alignment(align) ? memprof__sample_heap_alloc(n, align, false) : NULL;
+    if (!p)
+        p = real(align, n);
+    memprof__sample_end(p, n, saved);
+    return p;
+}
+
+/* valloc and pvalloc: a request of n bytes served with `whole` page-aligned bytes. */
+MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE __attribute__((unused)) void *
+memprof__page_sampled(void *(*real)(size_t), size_t n, size_t whole, size_t page)
+{
+    int saved;
+    if (!memprof__sample_begin(n, &saved))
+        return real(n);
+    void *p = memprof__sample_heap_alloc(whole, page, false);
+    if (!p)
+        p = real(n);
+    memprof__sample_end(p, n, saved);
     return p;
 }
 
@@ -76,6 +190,10 @@ MEMPROF_INLINE void *memprof__wrap_malloc(const struct memprof_allocator *a, siz
 
 MEMPROF_INLINE void memprof__wrap_free(const struct memprof_allocator *a, void *p)
 {
+    if (MEMPROF_UNLIKELY(memprof__in_sample_heap(p))) {
+        memprof__free_sampled_block(p);
+        return;
+    }
     memprof__on_free(p);
     a->free(p);
 }
@@ -89,17 +207,17 @@ MEMPROF_INLINE void *memprof__wrap_calloc(const struct memprof_allocator *a, siz
     }
     if (MEMPROF_LIKELY(!memprof__sampler_charge(total)))
         return a->calloc(n, size);
-    return memprof__calloc_sampled(a, n, size);
+    return memprof__calloc_sampled(a, n, size, total);
 }
 
 MEMPROF_INLINE void *memprof__wrap_realloc(const struct memprof_allocator *a, void *old, size_t n)
 {
     if (!old)
         return memprof__wrap_malloc(a, n);
-    bool sample = memprof__sampler_charge(n);
-    if (MEMPROF_LIKELY(!sample && !memprof__maybe_sampled(old)))
+    bool charge = memprof__sampler_charge(n);
+    if (MEMPROF_LIKELY(!charge && !memprof__in_sample_heap(old) && !memprof__maybe_sampled(old)))
         return a->realloc(old, n);
-    return memprof__realloc_sampled(a, old, n, sample);
+    return memprof__realloc_sampled(a, old, n, charge);
 }
 
 MEMPROF_INLINE void *memprof__wrap_reallocarray(const struct memprof_allocator *a, void *old,
@@ -116,49 +234,47 @@ MEMPROF_INLINE void *memprof__wrap_reallocarray(const struct memprof_allocator *
 MEMPROF_INLINE int memprof__wrap_posix_memalign(const struct memprof_allocator *a, void **out,
                                                 size_t align, size_t n)
 {
-    int rc = a->posix_memalign(out, align, n);
-    if (rc == 0)
-        memprof__on_alloc(*out, n);
-    return rc;
+    if (MEMPROF_LIKELY(!memprof__sampler_charge(n)))
+        return a->posix_memalign(out, align, n);
+    return memprof__posix_memalign_sampled(a, out, align, n);
 }
 
 MEMPROF_INLINE void *memprof__wrap_aligned_alloc(const struct memprof_allocator *a, size_t align,
                                                  size_t n)
 {
-    void *p = a->aligned_alloc(align, n);
-    memprof__on_alloc(p, n);
-    return p;
+    if (MEMPROF_LIKELY(!memprof__sampler_charge(n)))
+        return a->aligned_alloc(align, n);
+    return memprof__aligned_sampled(a->aligned_alloc, align, n);
 }
 
 MEMPROF_INLINE void *memprof__wrap_memalign(const struct memprof_allocator *a, size_t align,
                                             size_t n)
 {
-    void *p = a->memalign(align, n);
-    memprof__on_alloc(p, n);
-    return p;
+    if (MEMPROF_LIKELY(!memprof__sampler_charge(n)))
+        return a->memalign(align, n);
+    return memprof__aligned_sampled(a->memalign, align, n);
 }
 
-MEMPROF_INLINE void *memprof__wrap_valloc(const struct memprof_allocator *a, size_t n)
+MEMPROF_INLINE void *memprof__wrap_valloc(const struct memprof_allocator *a, size_t n, size_t page)
 {
-    void *p = a->valloc(n);
-    memprof__on_alloc(p, n);
-    return p;
+    if (MEMPROF_LIKELY(!memprof__sampler_charge(n)))
+        return a->valloc(n);
+    return memprof__page_sampled(a->valloc, n, n, page);
 }
 
 MEMPROF_INLINE void *memprof__wrap_pvalloc(const struct memprof_allocator *a, size_t n, size_t page)
 {
-    if (!a->pvalloc) {
-        /* The allocator has no pvalloc: round up to whole pages ourselves. */
-        size_t total;
-        if (__builtin_add_overflow(n, page - 1, &total)) {
-            errno = ENOMEM;
-            return NULL;
-        }
-        return memprof__wrap_valloc(a, total & ~(page - 1));
+    size_t whole;
+    if (__builtin_add_overflow(n, page - 1, &whole)) {
+        errno = ENOMEM;
+        return NULL;
     }
-    void *p = a->pvalloc(n);
-    memprof__on_alloc(p, n);
-    return p;
+    whole &= ~(page - 1);
+    if (!a->pvalloc) /* the allocator has none: round up to whole pages ourselves */
+        return memprof__wrap_valloc(a, whole, page);
+    if (MEMPROF_LIKELY(!memprof__sampler_charge(n)))
+        return a->pvalloc(n);
+    return memprof__page_sampled(a->pvalloc, n, whole ? whole : page, page);
 }
 
 #endif

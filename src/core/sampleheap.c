@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The sample heap (design in sampleheap.h): power-of-two slots in one sparse reservation,
+ * a bump index and a tagged lock-free free list per size class.
+ */
+#include "core/sampleheap.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "common/atomic.h"
+#include "core/platform.h"
+
+#define RANGE      ((uintptr_t)1 << MEMPROF_SHEAP_RANGE_SHIFT)
+#define INDEX_MASK ((uint64_t)0xffffffffu)
+/* The class headers after the slots, rounded to a page. */
+#define HEADERS                                                                                    \
+    (((MEMPROF_SHEAP_CLASSES * sizeof(struct memprof_sheap_class)) + 4095) & ~(size_t)4095)
+
+int memprof__sheap_init(struct memprof_sheap *h)
+{
+    /* Slots are aligned to their size only if every class's sub-range is, so the range
+     * starts on a multiple of the largest class: map one class more and trim. */
+    size_t size = (size_t)MEMPROF_SHEAP_CLASSES << MEMPROF_SHEAP_RANGE_SHIFT;
+    size_t align = (size_t)1 << MEMPROF_SHEAP_MAX_SHIFT, total = size + HEADERS + align;
+    void *p = memprof__pf_map_sparse(total);
+    if (!p)
+        return -ENOMEM;
+    uintptr_t lo = (uintptr_t)p, base = (lo + align - 1) & ~(uintptr_t)(align - 1);
+    if (base > lo)
+        memprof__pf_unmap(p, base - lo);
+    if (lo + total > base + size + HEADERS)
+        memprof__pf_unmap((void *)(base + size + HEADERS), lo + total - (base + size + HEADERS));
+    /* Fresh mappings are zero: every class starts empty. */
+    h->classes = (struct memprof_sheap_class *)(base + size);
+    h->base = base;
+    h->size = size;
+    return 0;
+}
+
+void memprof__sheap_destroy(struct memprof_sheap *h)
+{
+    if (h->size)
+        memprof__pf_unmap((void *)h->base, h->size + HEADERS);
+    h->base = 0;
+    h->size = 0;
+    h->classes = NULL;
+}
+
+/* The class of a request: the log2 of its slot size, or MEMPROF_SHEAP_MAX_SHIFT + 1 if too
+ * large. */
+static unsigned shift_for(size_t n)
+{
+    if (n <= ((size_t)1 << MEMPROF_SHEAP_MIN_SHIFT))
+        return MEMPROF_SHEAP_MIN_SHIFT;
+    if (n > ((size_t)1 << MEMPROF_SHEAP_MAX_SHIFT))
+        return MEMPROF_SHEAP_MAX_SHIFT + 1;
+    return 64u - (unsigned)__builtin_clzll((unsigned long long)(n - 1));
+}
+
+static unsigned shift_of(const struct memprof_sheap *h, const void *p)
+{
+    return (unsigned)(((uintptr_t)p - h->base) >> MEMPROF_SHEAP_RANGE_SHIFT) +
+           MEMPROF_SHEAP_MIN_SHIFT;
+}
+
+static inline uintptr_t slot_addr(const struct memprof_sheap *h, unsigned shift, uint64_t index)
+{
+    return h->base + ((uintptr_t)(shift - MEMPROF_SHEAP_MIN_SHIFT) << MEMPROF_SHEAP_RANGE_SHIFT) +
+           ((uintptr_t)index << shift);
+}
+
+/* The link of a free slot, in its first word. Another thread may be writing the block it
+ * just popped while a loser of that race reads here: the read is atomic, and the loser's CAS
+ * fails on the changed tag. */
+static inline _Atomic uint64_t *link_of(uintptr_t slot)
+{
+    return (_Atomic uint64_t *)slot;
+}
+
+static bool pop(const struct memprof_sheap *h, struct memprof_sheap_class *k, unsigned shift,
+                uint64_t *index)
+{
+    uint64_t head = memprof_atomic_load_acquire(&k->free_head);
+    for (;;) {
+        uint64_t top = head & INDEX_MASK;
+        if (top == 0)
+            return false;
+        uint64_t next = memprof_atomic_load_relaxed(link_of(slot_addr(h, shift, top - 1)));
+        uint64_t desired = ((head & ~INDEX_MASK) + ((uint64_t)1 << 32)) | (next & INDEX_MASK);
+        if (memprof_atomic_cas_acqrel(&k->free_head, &head, desired)) {
+            *index = top - 1;
+            return true;
+        }
+    }
+}
+
+static void push(const struct memprof_sheap *h, struct memprof_sheap_class *k, unsigned shift,
+                 uint64_t index)
+{
+    _Atomic uint64_t *link = link_of(slot_addr(h, shift, index));
+    uint64_t head = memprof_atomic_load_relaxed(&k->free_head);
+    for (;;) {
+        memprof_atomic_store_relaxed(link, head & INDEX_MASK);
+        uint64_t desired = ((head & ~INDEX_MASK) + ((uint64_t)1 << 32)) | (index + 1);
+        if (memprof_atomic_cas_acqrel(&k->free_head, &head, desired))
+            return;
+    }
+}
+
+void *memprof__sheap_alloc(struct memprof_sheap *h, size_t n, size_t align, bool zero)
+{
+    if (!h->size)
+        return NULL;
+    unsigned shift = shift_for(n > align ? n : align);
+    if (shift > MEMPROF_SHEAP_MAX_SHIFT)
+        return NULL;
+    struct memprof_sheap_class *k = &h->classes[shift - MEMPROF_SHEAP_MIN_SHIFT];
+    size_t slot_size = (size_t)1 << shift;
+    uint64_t index;
+    if (pop(h, k, shift, &index)) {
+        void *p = (void *)slot_addr(h, shift, index);
+        /* A recycled slot holds its old contents, except released ones: those read as
+         * zero but for the link word written after the release. */
+        if (zero)
+            memset(p, 0, slot_size >= MEMPROF_SHEAP_RELEASE_MIN ? sizeof(uint64_t) : slot_size);
+        return p;
+    }
+    uint64_t cap = RANGE >> shift;
+    /* Fresh memory is zero. A bump past the end is left standing: the class is full for
+     * good, and later requests of this size go to the real allocator (or the free list). */
+    if (memprof_atomic_load_relaxed(&k->bumped) >= cap)
+        return NULL;
+    index = memprof_atomic_add_relaxed(&k->bumped, 1);
+    if (index >= cap)
+        return NULL;
+    return (void *)slot_addr(h, shift, index);
+}
+
+void memprof__sheap_free(struct memprof_sheap *h, void *p)
+{
+    unsigned shift = shift_of(h, p);
+    size_t slot_size = (size_t)1 << shift;
+    if (slot_size >= MEMPROF_SHEAP_RELEASE_MIN)
+        memprof__pf_release(p, slot_size);
+    uint64_t index = (((uintptr_t)p - h->base) & (RANGE - 1)) >> shift;
+    push(h, &h->classes[shift - MEMPROF_SHEAP_MIN_SHIFT], shift, index);
+}
+
+size_t memprof__sheap_usable(const struct memprof_sheap *h, const void *p)
+{
+    return (size_t)1 << shift_of(h, p);
+}
+
+bool memprof__sheap_fits(const struct memprof_sheap *h, const void *p, size_t n)
+{
+    return shift_for(n) == shift_of(h, p);
+}

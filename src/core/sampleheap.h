@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The sample heap: where the preload backend puts the blocks it samples when asked to
+ * (MEMPROF_SAMPLE_HEAP=1), so that free() can tell a sampled block from any other by its
+ * address alone.
+ *
+ * Without it, every free() of a program with anything sampled live must ask the Bloom
+ * filter (about 30 instructions and a cache line), and addresses that allocators hand out
+ * again keep matching stale filter bits. With it, the free path is one subtraction and one
+ * compare against a read-mostly range, whatever the number of threads or live samples;
+ * jemalloc's and tcmalloc's samplers get the same effect by owning the allocator. Sampled
+ * blocks are about one allocation in several hundred at the default rate, so this heap can
+ * afford to be simple. The price, and the reason it is opt-in: a block of this heap must
+ * never reach the real allocator's free(), which aborts on it, and code that calls glibc's
+ * free() without the free symbol's interposition (RTLD_DEEPBIND libraries, free() looked up
+ * in libc's own handle) would do exactly that.
+ *
+ * Layout. One reservation of MEMPROF_SHEAP_CLASSES sub-ranges of 4 GiB, one per power-of-two
+ * size class from 16 bytes to 4 GiB. A class-c sub-range is an array of 2^c-byte slots, so
+ * every block is aligned to its class size (aligned requests take the class of
+ * max(size, alignment)), its class is (p - base) >> 32 and its usable size 2^c. Slots are
+ * handed out from a per-class bump index, and freed slots go to a per-class lock-free stack
+ * (Treiber) whose head packs the slot index + 1 with a tag against ABA; the link lives in
+ * the freed slot's first word (the memory is never unmapped, so a stale read is harmless
+ * and the tagged CAS rejects it). No locks: a fork or a signal at any point leaves a usable
+ * heap. Pages are committed as blocks touch them; slots of MEMPROF_SHEAP_RELEASE_MIN bytes or
+ * more give their pages back when freed (as glibc does for its mmap'ed chunks).
+ *
+ * A request the heap cannot serve (a class full, a block above 4 GiB, no reservation) gets
+ * NULL, and the caller takes the block from the real allocator instead: such samples are
+ * tracked by the heap map and the Bloom filter as before.
+ */
+#ifndef MEMPROF_CORE_SAMPLEHEAP_H
+#define MEMPROF_CORE_SAMPLEHEAP_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/compiler.h"
+
+#define MEMPROF_SHEAP_MIN_SHIFT   4u  /* 16-byte blocks, glibc's alignment */
+#define MEMPROF_SHEAP_MAX_SHIFT   32u /* 4 GiB */
+#define MEMPROF_SHEAP_RANGE_SHIFT 32u /* each class's sub-range */
+#define MEMPROF_SHEAP_CLASSES     (MEMPROF_SHEAP_MAX_SHIFT - MEMPROF_SHEAP_MIN_SHIFT + 1)
+#define MEMPROF_SHEAP_RELEASE_MIN ((size_t)128 * 1024)
+
+struct memprof_sheap_class {
+    _Alignas(64) _Atomic uint64_t free_head; /* (tag << 32) | (slot index + 1); low half 0 =
+                                                empty. One class per cache line: threads
+                                                sampling other sizes do not contend. */
+    _Atomic uint64_t bumped;                 /* slots ever handed out from fresh memory */
+};
+
+struct memprof_sheap {
+    /* Read by every free(): `size` is 0 while there is no reservation, which makes
+     * memprof__sheap_owns() false for every pointer, NULL included. */
+    uintptr_t base;
+    uintptr_t size;
+    /* The classes' headers, in the reservation's last page (outside [base, base + size)),
+     * so that this struct stays three words on the free path's cache line. */
+    struct memprof_sheap_class *classes;
+};
+
+/* Reserves the address range. Returns 0, or -ENOMEM if it cannot be had (the address space
+ * is limited by RLIMIT_AS, or the mapping failed); the heap then stays empty and serves
+ * nothing. Not thread-safe: called once before any allocation can reach the heap. */
+int memprof__sheap_init(struct memprof_sheap *h);
+/* Unmaps the range. Only when no block can still be in use (tests). */
+void memprof__sheap_destroy(struct memprof_sheap *h);
+
+/* Whether p is a block of the heap (false for NULL). Inline: every free() asks. */
+MEMPROF_INLINE bool memprof__sheap_owns(const struct memprof_sheap *h, const void *p)
+{
+    return (uintptr_t)p - h->base < h->size;
+}
+
+/* A block of at least n bytes aligned to `align` (a power of two; 0 or anything up to 16
+ * means 16), zero-filled if `zero`. NULL if the heap cannot serve it: the caller uses the
+ * real allocator. Lock-free; makes no system call; leaves errno alone. */
+void *memprof__sheap_alloc(struct memprof_sheap *h, size_t n, size_t align, bool zero);
+/* Returns a block of the heap. Lock-free; may give its pages back to the kernel (a system
+ * call for blocks of MEMPROF_SHEAP_RELEASE_MIN bytes or more); leaves errno alone. */
+void memprof__sheap_free(struct memprof_sheap *h, void *p);
+/* The usable size of a block of the heap (its class size). */
+MEMPROF_INTERNAL size_t memprof__sheap_usable(const struct memprof_sheap *h, const void *p);
+/* Whether a block of n bytes (n > 0) would get the slot size of block p, so that realloc
+ * can keep p where it is. */
+MEMPROF_INTERNAL bool memprof__sheap_fits(const struct memprof_sheap *h, const void *p, size_t n);
+
+#endif

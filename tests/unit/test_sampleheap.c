@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the sample heap (src/core/sampleheap.h), where the preload plugin puts sampled
+ * blocks under MEMPROF_SAMPLE_HEAP=1: blocks are inside the range and nothing else is,
+ * aligned to their class (and to any power-of-two alignment asked for), at least as large as
+ * asked, zeroed when asked even after reuse, recycled after a free, given back to the kernel
+ * when large; requests it cannot serve get NULL; and threads allocating and freeing at once
+ * never get the same block twice.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/sampleheap.h"
+#include "test.h"
+
+static bool setup(struct memprof_sheap *h)
+{
+    *h = (struct memprof_sheap){0};
+    return memprof__sheap_init(h) == 0;
+}
+
+static void test_blocks_are_owned_and_nothing_else_is(void)
+{
+    struct memprof_sheap h;
+    CHECK(setup(&h));
+    void *p = memprof__sheap_alloc(&h, 100, 0, false);
+    CHECK(p != NULL);
+    EXPECT(memprof__sheap_owns(&h, p));
+    EXPECT(!memprof__sheap_owns(&h, NULL));
+    int local;
+    EXPECT(!memprof__sheap_owns(&h, &local));
+    EXPECT(!memprof__sheap_owns(&h, (void *)(h.base - 16)));
+    EXPECT(!memprof__sheap_owns(&h, (void *)(h.base + h.size)));
+    EXPECT(!memprof__sheap_owns(&h, h.classes)); /* the headers are not blocks */
+    memprof__sheap_free(&h, p);
+    memprof__sheap_destroy(&h);
+}
+
+static void test_an_empty_heap_owns_nothing_and_serves_nothing(void)
+{
+    struct memprof_sheap h = {0};
+    int local;
+    EXPECT(!memprof__sheap_owns(&h, &local));
+    EXPECT(!memprof__sheap_owns(&h, NULL));
+    EXPECT(memprof__sheap_alloc(&h, 16, 0, false) == NULL);
+}
+
+static void test_blocks_are_large_enough_and_aligned_to_their_class(void)
+{
+    struct memprof_sheap h;
+    CHECK(setup(&h));
+    size_t sizes[] = {1, 15, 16, 17, 100, 1000, 4096, 4097, 100000, (size_t)3 << 20};
+    for (size_t i = 0; i < MEMPROF_ARRAY_SIZE(sizes); i++) {
+        size_t n = sizes[i];
+        char *p = memprof__sheap_alloc(&h, n, 0, false);
+        CHECK(p != NULL);
+        size_t usable = memprof__sheap_usable(&h, p);
+        EXPECT(usable >= n);
+        EXPECT(usable < 2 * n || usable == 16); /* one power of two, no more */
+        EXPECT((uintptr_t)p % usable == 0);
+        memset(p, 0xab, n); /* writable throughout */
+        EXPECT(memprof__sheap_fits(&h, p, n));
+        EXPECT(!memprof__sheap_fits(&h, p, 2 * usable));
+        memprof__sheap_free(&h, p);
+    }
+    memprof__sheap_destroy(&h);
+}
+
+static void test_power_of_two_alignments_are_kept(void)
+{
+    struct memprof_sheap h;
+    CHECK(setup(&h));
+    for (size_t align = 1; align <= ((size_t)1 << 22); align <<= 1) {
+        char *p = memprof__sheap_alloc(&h, 24, align, false);
+        CHECK(p != NULL);
+        EXPECT((uintptr_t)p % align == 0);
+        EXPECT((uintptr_t)p % 16 == 0);
+        EXPECT(memprof__sheap_usable(&h, p) >= 24);
+        memprof__sheap_free(&h, p);
+    }
+    memprof__sheap_destroy(&h);
+}
+
+static void test_zeroed_blocks_are_zero_after_reuse(void)
+{
+    struct memprof_sheap h;
+    CHECK(setup(&h));
+    size_t sizes[] = {48, 5000, MEMPROF_SHEAP_RELEASE_MIN, 3 * MEMPROF_SHEAP_RELEASE_MIN};
+    for (size_t i = 0; i < MEMPROF_ARRAY_SIZE(sizes); i++) {
+        size_t n = sizes[i];
+        unsigned char *p = memprof__sheap_alloc(&h, n, 0, false);
+        CHECK(p != NULL);
+        memset(p, 0xff, memprof__sheap_usable(&h, p));
+        memprof__sheap_free(&h, p);
+        unsigned char *q = memprof__sheap_alloc(&h, n, 0, true);
+        EXPECT(q == p); /* the freed block is the next one handed out */
+        size_t nonzero = 0;
+        for (size_t j = 0; j < n; j++)
+            nonzero += q[j] != 0;
+        EXPECT_EQ_U(nonzero, 0);
+        memprof__sheap_free(&h, q);
+    }
+    memprof__sheap_destroy(&h);
+}
+
+static size_t resident_pages(const void *p, size_t len)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), n = len / page, count = 0;
+    unsigned char vec[1024];
+    if (n > sizeof vec || mincore((void *)p, len, vec) != 0)
+        return (size_t)-1;
+    for (size_t i = 0; i < n; i++)
+        count += vec[i] & 1;
+    return count;
+}
+
+static void test_large_blocks_give_their_pages_back(void)
+{
+    struct memprof_sheap h;
+    CHECK(setup(&h));
+    size_t n = 2 * MEMPROF_SHEAP_RELEASE_MIN;
+    char *p = memprof__sheap_alloc(&h, n, 0, false);
+    CHECK(p != NULL);
+    memset(p, 1, n);
+    EXPECT_EQ_U(resident_pages(p, n), n / (size_t)sysconf(_SC_PAGESIZE));
+    errno = 1234;
+    memprof__sheap_free(&h, p);
+    EXPECT_EQ(errno, 1234);
+    /* Only the page holding the free-list link stays. */
+    EXPECT(resident_pages(p, n) <= 1);
+    memprof__sheap_destroy(&h);
+}
+
+static void test_requests_it_cannot_serve_get_null(void)
+{
+    struct memprof_sheap h;
+    CHECK(setup(&h));
+    size_t max = (size_t)1 << MEMPROF_SHEAP_MAX_SHIFT;
+    EXPECT(memprof__sheap_alloc(&h, max + 1, 0, false) == NULL);
+    EXPECT(memprof__sheap_alloc(&h, 16, max * 2, false) == NULL);
+    /* The largest class has one slot: the second request is refused until it is freed. */
+    void *a = memprof__sheap_alloc(&h, max, 0, false);
+    CHECK(a != NULL);
+    EXPECT(memprof__sheap_alloc(&h, max, 0, false) == NULL);
+    memprof__sheap_free(&h, a);
+    void *b = memprof__sheap_alloc(&h, max, 0, false);
+    EXPECT(b == a);
+    memprof__sheap_free(&h, b);
+    memprof__sheap_destroy(&h);
+}
+
+static void test_a_limited_address_space_gets_no_heap(void)
+{
+    /* RLIMIT_AS counts the reservation against the program's own budget: none is made. In a
+     * child, so the limit stays there. */
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        struct rlimit lim = {(rlim_t)64 << 30, (rlim_t)64 << 30};
+        if (setrlimit(RLIMIT_AS, &lim) != 0)
+            _exit(2);
+        struct memprof_sheap h = {0};
+        int rc = memprof__sheap_init(&h);
+        _exit(rc == -ENOMEM && h.size == 0 && memprof__sheap_alloc(&h, 16, 0, false) == NULL ? 0
+                                                                                             : 1);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* Threads allocating and freeing at once: each writes its id into its blocks and checks it
+ * is still there before the free, so a block handed out twice shows up. */
+struct churn {
+    struct memprof_sheap *h;
+    unsigned id;
+    _Atomic unsigned long *errors;
+};
+
+static void *churn_thread(void *arg)
+{
+    struct churn *c = arg;
+    uint64_t rng = c->id + 1;
+    enum { LIVE = 64 };
+    struct {
+        unsigned *p;
+        size_t n;
+    } live[LIVE] = {{0}};
+    for (int i = 0; i < 200000; i++) {
+        unsigned k = (unsigned)test_rand_below(&rng, LIVE);
+        if (live[k].p) {
+            for (size_t j = 0; j < live[k].n; j++)
+                if (live[k].p[j] != c->id)
+                    (*c->errors)++;
+            memprof__sheap_free(c->h, live[k].p);
+            live[k].p = NULL;
+        }
+        size_t n = 1 + test_rand_below(&rng, 64);
+        unsigned *p = memprof__sheap_alloc(c->h, n * sizeof *p, 0, test_rand_below(&rng, 2));
+        if (!p) {
+            (*c->errors)++;
+            continue;
+        }
+        for (size_t j = 0; j < n; j++)
+            p[j] = c->id;
+        live[k].p = p;
+        live[k].n = n;
+    }
+    for (unsigned k = 0; k < LIVE; k++)
+        if (live[k].p)
+            memprof__sheap_free(c->h, live[k].p);
+    return NULL;
+}
+
+static void test_threads_never_share_a_block(void)
+{
+    struct memprof_sheap h;
+    CHECK(setup(&h));
+    enum { THREADS = 8 };
+    pthread_t t[THREADS];
+    struct churn c[THREADS];
+    _Atomic unsigned long errors = 0;
+    for (unsigned i = 0; i < THREADS; i++) {
+        c[i] = (struct churn){&h, i + 1, &errors};
+        CHECK(pthread_create(&t[i], NULL, churn_thread, &c[i]) == 0);
+    }
+    for (unsigned i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    EXPECT_EQ_U(errors, 0);
+    memprof__sheap_destroy(&h);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct test_case cases[] = {
+        TEST_CASE(test_blocks_are_owned_and_nothing_else_is),
+        TEST_CASE(test_an_empty_heap_owns_nothing_and_serves_nothing),
+        TEST_CASE(test_blocks_are_large_enough_and_aligned_to_their_class),
+        TEST_CASE(test_power_of_two_alignments_are_kept),
+        TEST_CASE(test_zeroed_blocks_are_zero_after_reuse),
+        TEST_CASE(test_large_blocks_give_their_pages_back),
+        TEST_CASE(test_requests_it_cannot_serve_get_null),
+        TEST_CASE(test_a_limited_address_space_gets_no_heap),
+        TEST_CASE(test_threads_never_share_a_block),
+    };
+    return TEST_MAIN(cases, false);
+}
