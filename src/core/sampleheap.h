@@ -15,18 +15,18 @@
  * free() without the free symbol's interposition (RTLD_DEEPBIND libraries, free() looked up
  * in libc's own handle) would do exactly that.
  *
- * Layout. One reservation of MEMPROF_SHEAP_CLASSES sub-ranges of 4 GiB, one per power-of-two
- * size class from 16 bytes to 4 GiB. A class-c sub-range is an array of 2^c-byte slots, so
- * every block is aligned to its class size (aligned requests take the class of
- * max(size, alignment)), its class is (p - base) >> 32 and its usable size 2^c. Slots are
- * handed out from a per-class bump index, and freed slots go to a per-class lock-free stack
- * (Treiber) whose head packs the slot index + 1 with a tag against ABA; the link lives in
- * the freed slot's first word (the memory is never unmapped, so a stale read is harmless
+ * Layout. One reservation of MEMPROF_SHEAP_CLASSES sub-ranges of 1 GiB, one per power-of-two
+ * size class from 16 bytes to 1 GiB (27 GiB of address space, no memory until used). A class-c
+ * sub-range is an array of 2^c-byte slots, so every block is aligned to its class size (aligned
+ * requests take the class of max(size, alignment)), its class is (p - base) >> 30 and its usable
+ * size 2^c. Slots are handed out from a per-class bump index, and freed slots go to a per-class
+ * lock-free stack (Treiber) whose head packs the slot index + 1 with a tag against ABA; the link
+ * lives in the freed slot's first word (the memory is never unmapped, so a stale read is harmless
  * and the tagged CAS rejects it). No locks: a fork or a signal at any point leaves a usable
  * heap. Pages are committed as blocks touch them; slots of MEMPROF_SHEAP_RELEASE_MIN bytes or
  * more give their pages back when freed (as glibc does for its mmap'ed chunks).
  *
- * A request the heap cannot serve (a class full, a block above 4 GiB, no reservation) gets
+ * A request the heap cannot serve (a class full, a block above 1 GiB, no reservation) gets
  * NULL, and the caller takes the block from the real allocator instead: such samples are
  * tracked by the heap map and the Bloom filter as before.
  */
@@ -41,8 +41,8 @@
 #include "common/compiler.h"
 
 #define MEMPROF_SHEAP_MIN_SHIFT   4u  /* 16-byte blocks, glibc's alignment */
-#define MEMPROF_SHEAP_MAX_SHIFT   32u /* 4 GiB */
-#define MEMPROF_SHEAP_RANGE_SHIFT 32u /* each class's sub-range */
+#define MEMPROF_SHEAP_MAX_SHIFT   30u /* 1 GiB */
+#define MEMPROF_SHEAP_RANGE_SHIFT 30u /* each class's sub-range */
 #define MEMPROF_SHEAP_CLASSES     (MEMPROF_SHEAP_MAX_SHIFT - MEMPROF_SHEAP_MIN_SHIFT + 1)
 #define MEMPROF_SHEAP_RELEASE_MIN ((size_t)128 * 1024)
 

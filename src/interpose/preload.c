@@ -134,12 +134,32 @@ static void *early_realloc(void *old, size_t n)
     return old ? NULL : memprof__bootstrap_alloc(n, 16);
 }
 
-/* Whether the allocator behind the plugin is glibc's own, which the sample heap
- * (MEMPROF_SAMPLE_HEAP=1) needs: jemalloc and tcmalloc have entry points of their own that
- * free a malloc'ed block without passing the free symbol (sdallocx, tc_free, their
- * operator delete), and a sample-heap block reaching one of them would crash the program. */
+/* The plugin's own definitions, whatever the global lookup of their names finds. (GCC
+ * would have the aliases repeat the attributes glibc's headers give the targets.) */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-attributes"
+#endif
+extern __typeof(free) memprof_plugin_free __attribute__((alias("free"), visibility("hidden")));
+extern __typeof(realloc) memprof_plugin_realloc
+    __attribute__((alias("realloc"), visibility("hidden")));
+extern __typeof(reallocarray) memprof_plugin_reallocarray
+    __attribute__((alias("reallocarray"), visibility("hidden")));
+extern __typeof(malloc_usable_size) memprof_plugin_malloc_usable_size
+    __attribute__((alias("malloc_usable_size"), visibility("hidden")));
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+/* Whether the plugin is the process's allocator with glibc's behind it, which the sample
+ * heap needs: the global lookup of free finds the plugin (not a definition in the program),
+ * and the next allocator is glibc's own (jemalloc and tcmalloc have entry points that free
+ * a malloc'ed block without passing the free symbol: sdallocx, tc_free, operator delete;
+ * a sample-heap block reaching one of them would crash the program). */
 static bool behind_glibc(void)
 {
+    if (dlsym(RTLD_DEFAULT, "free") != (void *)memprof_plugin_free)
+        return false;
     Dl_info libc, f;
     if (!dladdr((void *)gnu_get_libc_version, &libc))
         return false;
@@ -151,12 +171,31 @@ static bool behind_glibc(void)
     return true;
 }
 
+/* Makes every later lookup of the functions that take a block back find the plugin, also
+ * those that end in libc's own symbol table (preload_retarget.c). */
+static bool retarget_libc(void)
+{
+    const struct memprof_retarget targets[] = {
+        {"free", (void *)memprof_plugin_free, true},
+        {"cfree", (void *)memprof_plugin_free, false},
+        {"realloc", (void *)memprof_plugin_realloc, true},
+        {"reallocarray", (void *)memprof_plugin_reallocarray, true},
+        {"malloc_usable_size", (void *)memprof_plugin_malloc_usable_size, true},
+#if HAVE_FREE_SIZED
+        {"free_sized", (void *)free_sized, false},
+#endif
+    };
+    return memprof__preload_retarget_libc(targets, MEMPROF_ARRAY_SIZE(targets));
+}
+
 __attribute__((constructor(101))) static void preload_init(void)
 {
     resolve_real();
     memprof__backend_register();
     memprof__engine_own_code((const void *)preload_init);
-    memprof__preload_configure(behind_glibc());
+    /* Retargeting comes first: no block of the sample heap may exist before every lookup
+     * of free finds the plugin. */
+    memprof__preload_configure(behind_glibc() && retarget_libc());
 }
 
 /* ---- the entry points ---------------------------------------------------------------- */

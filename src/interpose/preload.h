@@ -12,9 +12,10 @@
 #include "memprof/memprof.h"
 
 /* Reads MEMPROF_* from the environment, initialises and starts the engine as configured,
- * and sets up the profile files. `behind_glibc`: the real allocator is glibc's, which the
- * sample heap needs. Called once from the plugin's constructor. */
-void memprof__preload_configure(bool behind_glibc);
+ * and sets up the profile files. `sample_heap_ok`: the real allocator is glibc's and every
+ * lookup of free finds the plugin, which the sample heap needs. Called once from the
+ * plugin's constructor. */
+void memprof__preload_configure(bool sample_heap_ok);
 
 /* Where, how and when profiles are written (preload_dump.c). */
 struct memprof_dump_config {
@@ -24,6 +25,18 @@ struct memprof_dump_config {
     int signo;           /* 0 = no dump signal */
 };
 void memprof__preload_dump_setup(const struct memprof_dump_config *cfg);
+
+/* A libc symbol and the plugin function its entry should name. */
+struct memprof_retarget {
+    const char *name;
+    void *fn;
+    bool required; /* false: libc may not have it (cfree, free_sized) */
+};
+/* Points libc's dynamic-symbol entries for `targets` (at most 64) at the given functions,
+ * so that lookups which end in libc's own table (RTLD_DEEPBIND libraries, dlsym on libc's
+ * handle) find the plugin's (preload_retarget.c). Returns true if every required name was
+ * found and retargeted. Once, from the plugin's constructor. */
+bool memprof__preload_retarget_libc(const struct memprof_retarget *targets, size_t n);
 
 /* One line on stderr, unless MEMPROF_QUIET=1. */
 void memprof__preload_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -18,12 +18,11 @@
  *                   program installs its own.
  *   MEMPROF_UNWIND  dwarf (default when built with libunwind) or fp (frame pointers:
  *                   faster, but stacks stop at code built without frame pointers).
- *   MEMPROF_SAMPLE_HEAP  1 serves sampled blocks from the profiler's own heap, so that
- *                   free() recognises them by address: the cheapest frees, but only safe
- *                   if every free() in the process goes through the free symbol (no
- *                   RTLD_DEEPBIND libraries, no free() looked up in libc's own handle, e.g.
- *                   ctypes.CDLL("libc.so.6").free). Default 0; honoured only in front of
- *                   glibc's allocator.
+ *   MEMPROF_SAMPLE_HEAP  1 (default) serves sampled blocks from the profiler's own heap,
+ *                   so that free() recognises them by address; 0 leaves them with the real
+ *                   allocator (every free() then asks the Bloom filter while samples are
+ *                   live). Only in front of glibc's allocator, once libc's free entries
+ *                   name the plugin (preload_retarget.c); otherwise always 0.
  *   MEMPROF_QUIET   1 silences every message.
  * Writing the profiles is preload_dump.c's job.
  */
@@ -87,17 +86,19 @@ static const struct {
     {"html", MEMPROF_FORMAT_HTML},
 };
 
-void memprof__preload_configure(bool behind_glibc)
+void memprof__preload_configure(bool sample_heap_ok)
 {
     struct memprof_dump_config dump = {.format = MEMPROF_FORMAT_AUTO};
     quiet = parse_bool("MEMPROF_QUIET", getenv("MEMPROF_QUIET"), 0);
     int start = parse_bool("MEMPROF_START", getenv("MEMPROF_START"), 1);
-    if (parse_bool("MEMPROF_SAMPLE_HEAP", getenv("MEMPROF_SAMPLE_HEAP"), 0)) {
-        if (behind_glibc)
+    const char *sheap = getenv("MEMPROF_SAMPLE_HEAP");
+    if (parse_bool("MEMPROF_SAMPLE_HEAP", sheap, 1)) {
+        if (sample_heap_ok)
             memprof__engine_use_sample_heap();
-        else
-            say("memprof: ignoring MEMPROF_SAMPLE_HEAP=1: the allocator behind the profiler is "
-                "not glibc's");
+        else if (sheap)
+            say("memprof: ignoring MEMPROF_SAMPLE_HEAP=%s: the allocator behind the profiler is "
+                "not glibc's",
+                sheap);
     }
 
     const char *rate_s = getenv("MEMPROF_RATE");

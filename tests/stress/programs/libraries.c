@@ -19,8 +19,6 @@
  *             contents checked: no crash, no corruption. Under the GOT start, where every
  *             call is seen, the live samples return to the baseline; under the plugin, the
  *             blocks freed behind its back can leave stale samples (printed, bounded).
- *             Skipped with the opt-in sample heap (MEMPROF_SAMPLE_HEAP=1), which is
- *             documented as unsafe with such libraries.
  *
  *   dlopen    dlopen's own behaviour is glibc's under every backend (the GOT start hooks
  *             dlopen to patch new libraries): a bare name is found through the program's
@@ -295,14 +293,6 @@ int main(int argc, char **argv)
     }
 
     dlopen_semantics(argv[3]);
-    /* The opt-in sample heap is documented as unsafe with RTLD_DEEPBIND libraries: they free
-     * with glibc's free(), which aborts on its blocks. Nothing to check there. */
-    const char *sheap = getenv("MEMPROF_SAMPLE_HEAP");
-    if (prog_backend == PROG_PRELOAD && sheap && !strcmp(sheap, "1")) {
-        printf("RTLD_DEEPBIND: skipped (MEMPROF_SAMPLE_HEAP=1 excludes such libraries)\n");
-        printf("libraries ok (%s)\n", argv[1]);
-        return 0;
-    }
     uint64_t blind = deepbind(20 * n, argv[4]);
     if (prog_profiled()) {
         memprof_stats s2 = prog_stats();

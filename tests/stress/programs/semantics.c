@@ -58,15 +58,29 @@ static void *libc_sym(void *libc, const char *name)
     return f;
 }
 
+/* glibc's reallocarray (malloc/reallocarray.c): the overflow check, then realloc. */
+static void *oracle_reallocarray(void *p, size_t n, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return g.realloc(p, total);
+}
+
+/* Under the preload plugin, libc's entries for free, realloc, reallocarray and
+ * malloc_usable_size name the plugin's functions (preload_retarget.c), so the oracle takes
+ * glibc's own __libc_free and __libc_realloc, the same code under names left alone. */
 static void load_oracle(void)
 {
     void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
     CHECK(libc != NULL, "dlopen(libc.so.6, RTLD_NOLOAD): %s", dlerror());
     *(void **)&g.malloc = libc_sym(libc, "malloc");
-    *(void **)&g.free = libc_sym(libc, "free");
+    *(void **)&g.free = libc_sym(libc, "__libc_free");
     *(void **)&g.calloc = libc_sym(libc, "calloc");
-    *(void **)&g.realloc = libc_sym(libc, "realloc");
-    *(void **)&g.reallocarray = libc_sym(libc, "reallocarray");
+    *(void **)&g.realloc = libc_sym(libc, "__libc_realloc");
+    g.reallocarray = oracle_reallocarray;
     *(void **)&g.posix_memalign = libc_sym(libc, "posix_memalign");
     *(void **)&g.aligned_alloc = libc_sym(libc, "aligned_alloc");
     *(void **)&g.memalign = libc_sym(libc, "memalign");
@@ -453,6 +467,47 @@ static void calloc_zeroes_recycled(int rounds)
 
 /* The first allocation of a new thread (thread-local profiler state is set up, the PRNG
  * seeded) and of a forked child (reseeded) keeps errno. */
+/* Under the preload plugin, lookups that end in libc's own symbol table (dlsym on libc's
+ * handle, as ctypes.CDLL("libc.so.6") does; RTLD_DEEPBIND libraries) find the plugin's free,
+ * realloc, reallocarray and malloc_usable_size, so a block libc allocated (through the plugin's
+ * malloc: strdup) and freed through them is seen and never reaches glibc's free behind the
+ * plugin's back (a block of the sample heap there would abort the program). */
+static void libc_handle_lookups(void)
+{
+    if (prog_backend != PROG_PRELOAD) {
+        printf("lookups through libc's handle: only the preload plugin retargets them\n");
+        return;
+    }
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    CHECK(libc != NULL, "dlopen(libc.so.6, RTLD_NOLOAD): %s", dlerror());
+    const char *names[] = {"free", "realloc", "reallocarray", "malloc_usable_size"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        void *f = dlsym(libc, names[i]);
+        CHECK(f != NULL && f == dlsym(RTLD_DEFAULT, names[i]),
+              "dlsym(libc.so.6, %s) = %p is not the plugin's %p", names[i], f,
+              dlsym(RTLD_DEFAULT, names[i]));
+    }
+    void (*libc_free)(void *);
+    void *(*libc_realloc)(void *, size_t);
+    *(void **)&libc_free = dlsym(libc, "free");
+    *(void **)&libc_realloc = dlsym(libc, "realloc");
+    char text[600];
+    memset(text, 'x', sizeof text - 1);
+    text[sizeof text - 1] = 0;
+    for (int i = 0; i < 200; i++) {
+        mark();
+        char *s = strdup(text);
+        CHECK(s && strlen(s) == sizeof text - 1, "strdup");
+        expect_samples("strdup", 1, 1);
+        s = libc_realloc(s, 900);
+        CHECK(s && s[598] == 'x', "realloc through libc's handle lost the contents");
+        expect_samples("strdup + realloc through libc's handle", 2, 1);
+        libc_free(s);
+        expect_samples("strdup + realloc + free through libc's handle", 2, 0);
+    }
+    dlclose(libc);
+}
+
 static void *first_in_thread(void *arg)
 {
     int which = (int)(intptr_t)arg;
@@ -524,6 +579,7 @@ int main(int argc, char **argv)
     overflow();
     calloc_zeroes_recycled(rounds);
     first_call_of_thread_and_child();
+    libc_handle_lookups();
     if (prog_profiled()) {
         memprof_stats s = prog_stats();
         printf("%" PRIu64 " samples taken, %" PRIu64 " live\n", s.total_samples, s.live_samples);
