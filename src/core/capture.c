@@ -15,6 +15,7 @@
 
 #include "common/compiler.h"
 #include "core/platform.h"
+#include "core/unwind_probe.h"
 
 #define MAX_OWN_RANGES 8
 
@@ -137,6 +138,8 @@ void memprof__capture_after_fork(void) {}
 void memprof__capture_warm_up(void)
 {
 #if HAVE_LIBUNWIND
+    /* Before libunwind's first use in this process, which would open its pipe. */
+    memprof__unwind_probes_install((const void *)unw_backtrace);
     uintptr_t frames[8];
     bool truncated;
     capture_dwarf(frames, 8, &truncated);

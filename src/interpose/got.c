@@ -36,19 +36,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/engine.h"
+#include "core/imports.h"
 #include "interpose/wrappers.h"
 
-#if defined(__x86_64__)
-#define R_JUMP_SLOT R_X86_64_JUMP_SLOT
-#define R_GLOB_DAT  R_X86_64_GLOB_DAT
-#elif defined(__aarch64__)
-#define R_JUMP_SLOT R_AARCH64_JUMP_SLOT
-#define R_GLOB_DAT  R_AARCH64_GLOB_DAT
-#else
+#if !defined(__x86_64__) && !defined(__aarch64__)
 #error "the GOT backend supports x86_64 and aarch64"
 #endif
 
@@ -115,10 +109,7 @@ HOOK void *got_pvalloc(size_t n)
 
 static void *got_dlopen(const char *file, int mode);
 
-static const struct hook {
-    const char *name;
-    void *fn;
-} hooks[] = {
+static const struct memprof_import hooks[] = {
     {"malloc", (void *)got_malloc},
     {"free", (void *)got_free},
     {"calloc", (void *)got_calloc},
@@ -134,70 +125,6 @@ static const struct hook {
 
 /* ---- patching ---------------------------------------------------------------------------- */
 
-struct object {
-    uintptr_t base;
-    uintptr_t ro_lo, ro_hi; /* page range that RELRO made read-only */
-    const ElfW(Sym) * symtab;
-    const char *strtab;
-    size_t strsz;
-};
-
-static void patch_slot(const struct object *o, void **slot, void *fn)
-{
-    if (*slot == fn)
-        return;
-    uintptr_t at = (uintptr_t)slot, pg = at & ~(page_size - 1);
-    bool ro = at >= o->ro_lo && at < o->ro_hi;
-    if (ro && mprotect((void *)pg, page_size, PROT_READ | PROT_WRITE) != 0)
-        return;
-    __atomic_store_n(slot, fn, __ATOMIC_RELEASE);
-    if (ro)
-        mprotect((void *)pg, page_size, PROT_READ);
-}
-
-static void *hook_for(const struct object *o, size_t symidx)
-{
-    const ElfW(Sym) *sym = &o->symtab[symidx];
-    if (sym->st_name >= o->strsz)
-        return NULL;
-    const char *name = o->strtab + sym->st_name;
-    for (size_t i = 0; i < sizeof hooks / sizeof *hooks; i++)
-        if (strcmp(name, hooks[i].name) == 0)
-            return hooks[i].fn;
-    return NULL;
-}
-
-/* One relocation: if it binds an allocator function through a GOT slot, point the slot at
- * the hook. */
-static void patch_reloc(const struct object *o, uint64_t info, uint64_t offset)
-{
-    unsigned long type = ELF64_R_TYPE(info);
-    if (type != R_JUMP_SLOT && type != R_GLOB_DAT)
-        return;
-    void *fn = hook_for(o, ELF64_R_SYM(info));
-    if (fn)
-        patch_slot(o, (void **)(o->base + offset), fn);
-}
-
-static void patch_rela(const struct object *o, const ElfW(Rela) * r, size_t bytes)
-{
-    for (size_t i = 0; i < bytes / sizeof *r; i++)
-        patch_reloc(o, r[i].r_info, r[i].r_offset);
-}
-
-static void patch_rel(const struct object *o, const ElfW(Rel) * r, size_t bytes)
-{
-    for (size_t i = 0; i < bytes / sizeof *r; i++)
-        patch_reloc(o, r[i].r_info, r[i].r_offset);
-}
-
-/* The loader relocates most objects' dynamic-section pointers in place; the vDSO's (and
- * some platforms') are left as offsets. */
-static uintptr_t dyn_ptr(uintptr_t base, ElfW(Addr) v)
-{
-    return v < base ? base + v : v;
-}
-
 static bool skip_object(const struct dl_phdr_info *info)
 {
     const char *name = info->dlpi_name ? info->dlpi_name : "";
@@ -208,70 +135,8 @@ static bool skip_object(const struct dl_phdr_info *info)
 static int patch_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size, (void)data;
-    if (skip_object(info))
-        return 0;
-    struct object o = {.base = info->dlpi_addr};
-    const ElfW(Dyn) *dyn = NULL;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type == PT_DYNAMIC)
-            dyn = (const ElfW(Dyn) *)(o.base + ph->p_vaddr);
-        else if (ph->p_type == PT_GNU_RELRO) {
-            o.ro_lo = (o.base + ph->p_vaddr) & ~(page_size - 1);
-            o.ro_hi = (o.base + ph->p_vaddr + ph->p_memsz) & ~(page_size - 1);
-        }
-    }
-    if (!dyn)
-        return 0;
-    uintptr_t jmprel = 0, rela = 0, rel = 0;
-    size_t pltrelsz = 0, relasz = 0, relsz = 0;
-    long pltrel = DT_RELA;
-    for (; dyn->d_tag != DT_NULL; dyn++) {
-        switch (dyn->d_tag) {
-        case DT_SYMTAB:
-            o.symtab = (const ElfW(Sym) *)dyn_ptr(o.base, dyn->d_un.d_ptr);
-            break;
-        case DT_STRTAB:
-            o.strtab = (const char *)dyn_ptr(o.base, dyn->d_un.d_ptr);
-            break;
-        case DT_STRSZ:
-            o.strsz = dyn->d_un.d_val;
-            break;
-        case DT_JMPREL:
-            jmprel = dyn_ptr(o.base, dyn->d_un.d_ptr);
-            break;
-        case DT_PLTRELSZ:
-            pltrelsz = dyn->d_un.d_val;
-            break;
-        case DT_PLTREL:
-            pltrel = (long)dyn->d_un.d_val;
-            break;
-        case DT_RELA:
-            rela = dyn_ptr(o.base, dyn->d_un.d_ptr);
-            break;
-        case DT_RELASZ:
-            relasz = dyn->d_un.d_val;
-            break;
-        case DT_REL:
-            rel = dyn_ptr(o.base, dyn->d_un.d_ptr);
-            break;
-        case DT_RELSZ:
-            relsz = dyn->d_un.d_val;
-            break;
-        default:
-            break;
-        }
-    }
-    if (!o.symtab || !o.strtab)
-        return 0;
-    if (jmprel && pltrel == DT_RELA)
-        patch_rela(&o, (const ElfW(Rela) *)jmprel, pltrelsz);
-    else if (jmprel)
-        patch_rel(&o, (const ElfW(Rel) *)jmprel, pltrelsz);
-    if (rela)
-        patch_rela(&o, (const ElfW(Rela) *)rela, relasz);
-    if (rel)
-        patch_rel(&o, (const ElfW(Rel) *)rel, relsz);
+    if (!skip_object(info))
+        memprof__imports_patch(info, hooks, MEMPROF_ARRAY_SIZE(hooks));
     return 0;
 }
 
