@@ -277,13 +277,13 @@ def memprof_configs(build):
             configs.append((f"preload {rate_label(rate)}", rate, "preload",
                             {"LD_PRELOAD": preload, "MEMPROF_START": "1",
                              "MEMPROF_RATE": str(rate)}))
-    # The opt-in sample heap (MEMPROF_SAMPLE_HEAP=1): sampled blocks from the profiler's
-    # own range, so that frees need no Bloom probe.
+    # The plugin without its sample heap (MEMPROF_SAMPLE_HEAP=0): sampled blocks stay
+    # glibc's, and frees probe the Bloom filter while samples are live, as on the GOT path.
     for rate in (524288, 65536):
         if os.path.exists(preload):
-            configs.append((f"sample heap {rate_label(rate)}", rate, "preload",
+            configs.append((f"Bloom path {rate_label(rate)}", rate, "preload",
                             {"LD_PRELOAD": preload, "MEMPROF_START": "1",
-                             "MEMPROF_RATE": str(rate), "MEMPROF_SAMPLE_HEAP": "1"}))
+                             "MEMPROF_RATE": str(rate), "MEMPROF_SAMPLE_HEAP": "0"}))
     for rate in (524288, 65536):
         if os.path.exists(shim):
             configs.append((f"GOT {rate_label(rate)}", rate, "got",
