@@ -245,13 +245,19 @@ MEMPROF_SAMPLING_TEXT static void record_here(uint64_t key, size_t size)
     memprof__record_mixed(key, size, frames, native + rt, native, source, truncated);
 }
 
-MEMPROF_SAMPLING_TEXT void memprof__sample_end(void *ptr, size_t size, int saved_errno)
+/* Part 2 of the cold path for any key (0: the allocation failed, nothing to record). */
+MEMPROF_SAMPLING_TEXT static void sample_end_key(uint64_t key, size_t size, int saved_errno)
 {
-    if (ptr) {
-        record_here((uint64_t)(uintptr_t)ptr, size);
+    if (key) {
+        record_here(key, size);
         errno = saved_errno;
     }
     memprof__tls.guard = 0;
+}
+
+MEMPROF_SAMPLING_TEXT void memprof__sample_end(void *ptr, size_t size, int saved_errno)
+{
+    sample_end_key((uint64_t)(uintptr_t)ptr, size, saved_errno);
 }
 
 MEMPROF_SAMPLING_TEXT void memprof__alloc_slow(void *ptr, size_t size)
@@ -266,9 +272,7 @@ MEMPROF_SAMPLING_TEXT bool memprof__report_slow(uint64_t key, size_t size)
     int saved;
     if (!memprof__sample_begin(size, &saved))
         return false;
-    record_here(key, size);
-    errno = saved;
-    memprof__tls.guard = 0;
+    sample_end_key(key, size, saved);
     return true;
 }
 
