@@ -247,8 +247,9 @@ __attribute__((noinline)) static bool countdown_expired(size_t n)
 
 /* Takes the sample decided by countdown_expired() for a request of n (1..512) bytes: records
  * it and returns a relocated block carrying it, or NULL (the engine did not record it, e.g.
- * it stopped meanwhile, or the arena could not serve it: then the sample is dropped). */
-__attribute__((noinline)) static void *take_sample(size_t n, bool zero)
+ * it stopped meanwhile, or the arena could not serve it: then the sample is dropped).
+ * Inlined into the (out-of-line) slow paths, so a sampled stack shows one frame of ours. */
+static inline __attribute__((always_inline)) void *take_sample(size_t n, bool zero)
 {
     uint64_t id = next_id++;
     if (memprof_report_sampled(id, n) != 1)
