@@ -22,10 +22,14 @@ picks got when it works.
 
 Usage: bench/python_overhead.py [--build BUILDDIR] [--pairs N] [--scale N]
                                 [--workload objects|mixed|both] [--rate-kb KB]
-                                [--backend auto|got|preload] [--instructions]
+                                [--backend auto|got|preload] [--instructions [--hash-seed N]]
 --instructions counts the instructions of both arms under valgrind instead (deterministic,
 unaffected by other load; the scale is halved and the count taken as the difference between
-runs at the scale and at a tenth of it, which cancels start-up).
+runs at the scale and at a tenth of it, which cancels start-up). Every child then runs with
+the same PYTHONHASHSEED (--hash-seed, 0 by default): with a random seed per interpreter, the
+str hashes change dict and set layouts and the not-started arm alone varies by up to 1.5 %
+between runs, more than the effect measured; the started arm still varies a little with the
+sampler's own random seed. Compare several --hash-seed values rather than trusting one.
 With --build, the package staged in BUILDDIR/bindings/python and BUILDDIR/src's libraries
 are used; without it, the installed package. Run it with the interpreter the binding was
 built for (Debian's /usr/bin/python3).
@@ -169,6 +173,8 @@ def main():
     p.add_argument("--backend", choices=["auto", "got", "preload"], default="auto")
     p.add_argument("--instructions", action="store_true",
                    help="count instructions with valgrind instead of timing (deterministic)")
+    p.add_argument("--hash-seed", type=int, default=0,
+                   help="PYTHONHASHSEED of every child with --instructions (0)")
     args = p.parse_args()
 
     backend = args.backend
@@ -179,6 +185,8 @@ def main():
         )
         backend = "got" if probe.returncode == 0 else "preload"
     env = child_env(args, backend)
+    if args.instructions:
+        env["PYTHONHASHSEED"] = str(args.hash_seed)
 
     workloads = ["objects", "mixed"] if args.workload == "both" else [args.workload]
     if args.instructions:
@@ -193,7 +201,8 @@ def main():
                 counts[on] = big - small
             print(f"instruction ratio, {workload} workload (started / not started): "
                   f"{counts[True] / counts[False]:.3f}  ({counts[False]:,} -> {counts[True]:,} "
-                  f"instructions for 9/10 of the workload at scale {scale})", flush=True)
+                  f"instructions for 9/10 of the workload at scale {scale}, "
+                  f"PYTHONHASHSEED={args.hash_seed})", flush=True)
         return 0
     results = {}
     for workload in workloads:

@@ -141,6 +141,63 @@ MEMPROF_API int memprof_report_alloc(uint64_t id, size_t size);
  */
 MEMPROF_API int memprof_report_free(uint64_t id);
 
+/**
+ * @brief **memprof_sample_interval()** draws the number of bytes to the next sample point,
+ * for a runtime that counts its allocations itself (see memprof_report_sampled()).
+ *
+ * memprof_report_alloc() costs a call into the library per allocation. A runtime whose
+ * allocator is hot, and which can keep a byte countdown where it is cheap to reach (Python:
+ * a variable guarded by the GIL), charges its allocations to that countdown inline and only
+ * calls the library when a sample point falls within an allocation. The countdown then
+ * follows the engine's own rule: a draw from this function, reduced by each allocation's
+ * size; an allocation of `s` bytes with the countdown `c <= s` is sampled and is reported
+ * with memprof_report_sampled(), and a new countdown is drawn:
+ * @code
+ * if (size < c) {                 // the fast path: no call
+ *     c -= size;
+ * } else {
+ *     bool sample = true;
+ *     if (c == 0) {               // not drawn yet (or sampling was off): decide afresh
+ *         c = memprof_sample_interval();
+ *         sample = c != 0 && c <= size;
+ *         if (c > size) c -= size;
+ *     }
+ *     if (sample) {
+ *         memprof_report_sampled(id, size);
+ *         c = memprof_sample_interval();
+ *     }
+ * }
+ * @endcode
+ * Each allocation is then sampled with the engine's probability `1 - exp(-size/rate)`,
+ * independently of the others, and weighed like any sample. The draws are exponential with
+ * mean the sampling rate, from the calling thread's generator (seeded like the engine's own,
+ * so `memprof_config::seed` makes them reproducible). A countdown may be shared by several
+ * threads only if the runtime serializes their allocations (a global lock). While this
+ * returns 0 a caller may poll less often: the engine itself polls about every 64 KiB.
+ * @return the bytes to the next sample point (>= 1) while the engine is ACTIVE; 0 when it
+ *         is not (not initialised, not started, stopped, shut down) or when called from the
+ *         profiler's own code (a frame-source callback). Thread-safe; callable from inside
+ *         an allocator (it never allocates). @since 1.1
+ */
+MEMPROF_API uint64_t memprof_sample_interval(void);
+
+/**
+ * @brief **memprof_report_sampled()** records an allocation that the caller's own countdown
+ * has selected as a sample (see memprof_sample_interval()).
+ *
+ * Unlike memprof_report_alloc() nothing is decided here: while the engine is ACTIVE the
+ * allocation is recorded as a sample of `size` bytes on the calling thread, with its stack
+ * and interpreter frames, and is tracked until memprof_report_free(id).
+ * @param id a key identifying the block until memprof_report_free(), below 2^63; ids share
+ *        memprof_report_alloc()'s space, separate from malloc'ed addresses.
+ * @param size the block's size in bytes.
+ * @return 1 if recorded; 0 if not (the engine is not ACTIVE, `size` is 0, or the call comes
+ *         from the profiler's own code); `-EINVAL` if id >= 2^63. Thread-safe; callable from
+ *         inside an allocator (it may allocate through malloc while it records, and those
+ *         allocations are not sampled). @since 1.1
+ */
+MEMPROF_API int memprof_report_sampled(uint64_t id, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

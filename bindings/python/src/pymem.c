@@ -4,7 +4,8 @@
  * its own 1 MiB arenas and never calls malloc for them, so the malloc hooks (GOT or preload)
  * cannot see them. We wrap the PYMEM_DOMAIN_OBJ and PYMEM_DOMAIN_MEM allocators
  * (PyMem_SetAllocator) and feed the blocks pymalloc serves from its pools through the
- * sampler with memprof_report_alloc()/memprof_report_free().
+ * sampler: memprof_sample_interval()/memprof_report_sampled() (plain pymalloc) or
+ * memprof_report_alloc() (WATCH mode), and memprof_report_free().
  *
  * Counting each block once. pymalloc serves requests of 1 to 512 bytes
  * (SMALL_REQUEST_THRESHOLD in 3.11) from its pools and forwards everything else, including
@@ -20,18 +21,21 @@
  *
  * - RELOCATE (plain pymalloc: 16 and 500 stay in the pools, 1024 is forwarded; the usual
  *   case). The hooks must cost next to nothing, because nearly every Python bytecode
- *   allocates or frees: the OBJ/MEM malloc and calloc wrappers only ask the sampler about
- *   requests of 1..512 bytes (memprof_report_alloc(), a countdown decrement) *before*
- *   allocating, and tail-call pymalloc; there is no free wrapper at all (the domain keeps
- *   pymalloc's own free, which CPython's optimized build calls inline). That works because a
- *   sampled block is not taken from pymalloc: it is *relocated* to a small arena of ours
- *   ("the relocation arena") with its sample's id in a header. pymalloc hands any block that
- *   is not in its arenas to PyMem_RawFree/RawRealloc, i.e. to our RAW wrapper, which
- *   recognises our blocks by address range, reports their free and recycles them. So pool
- *   blocks are never samples, only relocated blocks are, and only they need free tracking.
- *   The report ids are a counter (not addresses), advanced when a sample is taken. realloc
- *   is watched: a result that stayed in the pools counts as a new allocation (and is
- *   relocated if sampled); a relocated block being realloc'ed goes to our RAW wrapper, which
+ *   allocates or frees: the OBJ/MEM malloc, calloc and realloc wrappers charge each request
+ *   to the binding's own byte countdown (a GIL-guarded global drawn by
+ *   memprof_sample_interval(); see "the sampling countdown" below) *before* allocating, and
+ *   tail-call pymalloc: a compare, a subtraction and a jump, with no call into libmemprof
+ *   unless a sample point falls within the request. There is no free wrapper at all (the
+ *   domain keeps pymalloc's own free, which CPython's optimized build calls inline). That
+ *   works because a sampled block is not taken from pymalloc: it is *relocated* to a small
+ *   arena of ours ("the relocation arena") with its sample's id in a header. pymalloc hands
+ *   any block that is not in its arenas to PyMem_RawFree/RawRealloc, i.e. to our RAW
+ *   wrapper, which recognises our blocks by address range, reports their free and recycles
+ *   them. So pool blocks are never samples, only relocated blocks are, and only they need
+ *   free tracking. The report ids are a counter (not addresses), advanced when a sample is
+ *   taken. When a sample point falls within a realloc, the call is watched: a result that
+ *   stayed in the pools is a new allocation and is relocated (one that was forwarded is
+ *   malloc's to sample); a relocated block being realloc'ed goes to our RAW wrapper, which
  *   reports its free and moves it to malloc (sampled there like any malloc'ed block).
  * - WATCH (pymalloc under the debug hooks, whose per-block overhead moves the threshold and
  *   whose headers forbid relocation, or another wrapping layer): every request is classified
@@ -190,16 +194,66 @@ static void reloc_release(void *p)
  * meet the address-keyed ids of WATCH mode. */
 static uint64_t next_id = 1ull << 62;
 
-/* The sampling decision for a small request (GIL held): NULL if not sampled, else a
- * relocated block carrying the sample (or NULL if the arena failed: sample dropped). */
-static inline bool sample_small(size_t n)
+/* ---- the sampling countdown (RELOCATE mode) ----------------------------------------------
+ *
+ * Nearly every Python bytecode allocates, so the RELOCATE-mode wrappers must not call into
+ * libmemprof for each request: memprof_report_alloc() did, and that call (a PLT hop, the
+ * library's argument check and its TLS countdown) was half of the binding's overhead. The
+ * binding keeps its own byte countdown instead, drawn by memprof_sample_interval() with the
+ * engine's rate and distribution, and calls the library only when a sample point falls within
+ * a request (memprof_report_sampled()), about once per sampling rate's worth of bytes.
+ *
+ * One countdown for the whole interpreter, not one per thread: the OBJ and MEM domains are
+ * only called with the GIL held, so the countdown is a plain global (no TLS access, which
+ * from a dlopen'ed extension would be a __tls_get_addr call) and the GIL-serialized requests
+ * of all threads form one stream of bytes; each request is still sampled with probability
+ * p(n) = 1 - exp(-n/rate), independently of the others, because the remainder of an
+ * exponential countdown is exponential whatever came before (DESIGN.md, "Sampling").
+ *
+ * Every request is charged, including those pymalloc forwards to malloc (over 512 bytes, or
+ * forwarded reallocs): testing the size first would cost every request a compare, and
+ * charging bytes we never sample biases nothing for the same reason. When the sample point
+ * falls within such a request it is not sampled here (the malloc hooks sample it) and a new
+ * countdown is drawn. */
+
+#define IDLE_POLL (64u << 10) /* bytes between asks while the engine is not sampling */
+
+static uint64_t countdown;  /* bytes to the next sample point; 0 = not drawn */
+static bool countdown_idle; /* countdown is a polling interval, not a sample point */
+
+/* The countdown ran out within a request of n bytes (n >= countdown), or was never drawn, or
+ * was only polling: says whether this request is sampled, and draws the next countdown. A
+ * countdown that was not a sample point drawn while sampling decides the request afresh
+ * (by memorylessness, exactly a sample with probability p(n)). GIL held. */
+__attribute__((noinline)) static bool countdown_expired(size_t n)
 {
-    return __builtin_expect(memprof_report_alloc(next_id, n) == 1, 0);
+    if (countdown == 0 || countdown_idle) {
+        uint64_t c = memprof_sample_interval();
+        countdown_idle = c == 0;
+        if (c == 0) {
+            countdown = IDLE_POLL; /* not sampling: ask again later */
+            return false;
+        }
+        if (n < c) {
+            countdown = c - n;
+            return false;
+        }
+    }
+    uint64_t c = memprof_sample_interval();
+    countdown_idle = c == 0;
+    countdown = c ? c : IDLE_POLL;
+    return is_small(n); /* larger requests are pymalloc's forwards: sampled by malloc's hooks */
 }
 
-__attribute__((noinline)) static void *take_sample(size_t n, bool zero)
+/* Takes the sample decided by countdown_expired() for a request of n (1..512) bytes: records
+ * it and returns a relocated block carrying it, or NULL (the engine did not record it, e.g.
+ * it stopped meanwhile, or the arena could not serve it: then the sample is dropped).
+ * Inlined into the (out-of-line) slow paths, so a sampled stack shows one frame of ours. */
+static inline __attribute__((always_inline)) void *take_sample(size_t n, bool zero)
 {
     uint64_t id = next_id++;
+    if (memprof_report_sampled(id, n) != 1)
+        return NULL;
     atomic_fetch_add_explicit(&sampled, 1, memory_order_relaxed);
     void *p = reloc_alloc(id, n, zero);
     if (!p) {
@@ -429,33 +483,54 @@ static void raw_free(void *ctx, void *p)
 /* One set of wrappers per domain (each must reach its own original without using ctx, which
  * is the original's own): RELOCATE mode's (the free is the original's) and WATCH mode's. */
 #define DEFINE_WRAPPERS(dom)                                                                       \
-    /* The hot one: ctx is the original's own, reloaded after the call instead of kept. */         \
-    static void *dom##_malloc_reloc(void *ctx, size_t n)                                           \
+    /* The hot ones: a compare and a subtraction, then a tail call of pymalloc (ctx is the         \
+     * original's own). Sample points go out of line. */                                           \
+    __attribute__((noinline)) static void *dom##_malloc_slow(void *ctx, size_t n)                  \
     {                                                                                              \
-        (void)ctx;                                                                                 \
-        if (is_small(n) && sample_small(n)) {                                                      \
+        if (countdown_expired(n)) {                                                                \
             void *p = take_sample(n, false);                                                       \
             if (p)                                                                                 \
                 return p;                                                                          \
         }                                                                                          \
-        return dom##_orig.malloc(dom##_orig.ctx, n);                                               \
+        return dom##_orig.malloc(ctx, n);                                                          \
     }                                                                                              \
-    static void *dom##_calloc_reloc(void *ctx, size_t nelem, size_t elsize)                        \
+    static void *dom##_malloc_reloc(void *ctx, size_t n)                                           \
     {                                                                                              \
-        size_t n;                                                                                  \
-        if (!__builtin_mul_overflow(nelem, elsize, &n) && is_small(n) && sample_small(n)) {        \
+        if (__builtin_expect(n < countdown, 1)) {                                                  \
+            countdown -= n;                                                                        \
+            return dom##_orig.malloc(ctx, n);                                                      \
+        }                                                                                          \
+        return dom##_malloc_slow(ctx, n);                                                          \
+    }                                                                                              \
+    __attribute__((noinline)) static void *dom##_calloc_slow(void *ctx, size_t nelem,              \
+                                                             size_t elsize, size_t n)              \
+    {                                                                                              \
+        if (countdown_expired(n)) {                                                                \
             void *p = take_sample(n, true);                                                        \
             if (p)                                                                                 \
                 return p;                                                                          \
         }                                                                                          \
         return dom##_orig.calloc(ctx, nelem, elsize);                                              \
     }                                                                                              \
-    static void *dom##_realloc_reloc(void *ctx, void *old, size_t n)                               \
+    static void *dom##_calloc_reloc(void *ctx, size_t nelem, size_t elsize)                        \
+    {                                                                                              \
+        size_t n;                                                                                  \
+        if (__builtin_mul_overflow(nelem, elsize, &n)) /* fails in pymalloc: not charged */        \
+            return dom##_orig.calloc(ctx, nelem, elsize);                                          \
+        if (__builtin_expect(n < countdown, 1)) {                                                  \
+            countdown -= n;                                                                        \
+            return dom##_orig.calloc(ctx, nelem, elsize);                                          \
+        }                                                                                          \
+        return dom##_calloc_slow(ctx, nelem, elsize, n);                                           \
+    }                                                                                              \
+    /* The sample point falls within this request: only a result that stayed in the pools          \
+     * (no forward to RAW) is a small allocation of ours to sample. */                             \
+    __attribute__((noinline)) static void *dom##_realloc_slow(void *ctx, void *old, size_t n)      \
     {                                                                                              \
         struct watch w = watch_begin();                                                            \
         void *p = dom##_orig.realloc(ctx, old, n);                                                 \
-        /* A result that stayed in the pools is a new small allocation. */                         \
-        if (!watch_end(w) && p && is_small(n) && sample_small(n)) {                                \
+        bool fwd = watch_end(w);                                                                   \
+        if (countdown_expired(n) && !fwd && p) {                                                   \
             void *q = take_sample(n, false);                                                       \
             if (q) {                                                                               \
                 memcpy(q, p, n);                                                                   \
@@ -464,6 +539,14 @@ static void raw_free(void *ctx, void *p)
             }                                                                                      \
         }                                                                                          \
         return p;                                                                                  \
+    }                                                                                              \
+    static void *dom##_realloc_reloc(void *ctx, void *old, size_t n)                               \
+    {                                                                                              \
+        if (__builtin_expect(n < countdown, 1)) {                                                  \
+            countdown -= n;                                                                        \
+            return dom##_orig.realloc(ctx, old, n);                                                \
+        }                                                                                          \
+        return dom##_realloc_slow(ctx, old, n);                                                    \
     }                                                                                              \
     static void *dom##_malloc_watch(void *ctx, size_t n)                                           \
     {                                                                                              \
@@ -623,6 +706,9 @@ static void swap_domain(PyMemAllocatorDomain domain, enum mp_pymem_mode mode,
 
 void mp_pymem_set_active(int on)
 {
+    /* A (re)start decides its first request afresh, whatever the countdown held. */
+    countdown = 0;
+    countdown_idle = false;
     swap_domain(PYMEM_DOMAIN_MEM, mem_mode, &mem_installed, &mem_orig, on != 0);
     swap_domain(PYMEM_DOMAIN_OBJ, obj_mode, &obj_installed, &obj_orig, on != 0);
 }
