@@ -276,6 +276,29 @@ MEMPROF_SAMPLING_TEXT bool memprof__report_slow(uint64_t key, size_t size)
     return true;
 }
 
+uint64_t memprof__sample_interval(void)
+{
+    struct memprof_tls *t = &memprof__tls;
+    if (t->guard || memprof_atomic_load_acquire(&E.state) != MEMPROF_STATE_ACTIVE)
+        return 0;
+    if (MEMPROF_UNLIKELY(!t->seeded)) {
+        int saved = errno; /* getrandom */
+        seed_thread(t);
+        errno = saved;
+    }
+    return (uint64_t)memprof__sampler_draw(&t->rng, E.rate ? E.rate : MEMPROF_DEFAULT_RATE);
+}
+
+MEMPROF_SAMPLING_TEXT bool memprof__report_record(uint64_t key, size_t size)
+{
+    struct memprof_tls *t = &memprof__tls;
+    if (t->guard || size == 0 || memprof_atomic_load_acquire(&E.state) != MEMPROF_STATE_ACTIVE)
+        return false;
+    t->guard = 1;
+    sample_end_key(key, size, errno);
+    return true;
+}
+
 bool memprof__report_free(uint64_t key)
 {
     struct memprof_hm_entry e;

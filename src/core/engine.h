@@ -206,5 +206,13 @@ void memprof__record_mixed(uint64_t key, size_t size, const uintptr_t *frames, u
 MEMPROF_COLD bool memprof__report_slow(uint64_t key, size_t size);
 /* Removes a reported block; returns whether it was a live sample. */
 bool memprof__report_free(uint64_t key);
+/* For a runtime that keeps its own countdown (runtime.h 1.1): the bytes to the next sample
+ * point, drawn from the calling thread's generator (seeded on first use), or 0 while the
+ * engine is not ACTIVE or the caller is profiler code. */
+uint64_t memprof__sample_interval(void);
+/* Records `key` as a sample of `size` bytes on the calling thread without deciding (the
+ * caller's countdown did). False if the engine is not ACTIVE, size is 0, or the caller is
+ * profiler code. */
+MEMPROF_COLD bool memprof__report_record(uint64_t key, size_t size);
 
 #endif
