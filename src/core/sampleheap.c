@@ -122,8 +122,12 @@ void *memprof__sheap_alloc(struct memprof_sheap *h, size_t n, size_t align, bool
         void *p = (void *)slot_addr(h, shift, index);
         /* A recycled slot holds its old contents, except released ones: those read as
          * zero but for the link word written after the release. */
-        if (zero)
-            memset(p, 0, slot_size >= MEMPROF_SHEAP_RELEASE_MIN ? sizeof(uint64_t) : slot_size);
+        if (zero) {
+            /* The link word atomically: a thread whose pop lost the race may still read it. */
+            memprof_atomic_store_relaxed(link_of((uintptr_t)p), 0);
+            if (slot_size < MEMPROF_SHEAP_RELEASE_MIN)
+                memset((char *)p + sizeof(uint64_t), 0, slot_size - sizeof(uint64_t));
+        }
         return p;
     }
     uint64_t cap = RANGE >> shift;
