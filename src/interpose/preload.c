@@ -18,6 +18,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <gnu/libc-version.h>
+#include <link.h>
 #include <malloc.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -151,6 +152,21 @@ extern __typeof(malloc_usable_size) memprof_plugin_malloc_usable_size
 #pragma GCC diagnostic pop
 #endif
 
+/* Whether the global lookup of free ends at the plugin's: in a program that is not
+ * position-independent it returns the program's PLT stub for free (the function's canonical
+ * address there), an undefined symbol whose calls the loader sends to the plugin; anything
+ * else is a definition that comes first (the program's own allocator). */
+static bool free_is_ours(void)
+{
+    void *f = dlsym(RTLD_DEFAULT, "free");
+    if (f == (void *)memprof_plugin_free)
+        return true;
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    return f && dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) && sym &&
+           sym->st_shndx == SHN_UNDEF;
+}
+
 /* Whether the plugin is the process's allocator with glibc's behind it, which the sample
  * heap needs: the global lookup of free finds the plugin (not a definition in the program),
  * and the next allocator is glibc's own (jemalloc and tcmalloc have entry points that free
@@ -158,7 +174,7 @@ extern __typeof(malloc_usable_size) memprof_plugin_malloc_usable_size
  * a sample-heap block reaching one of them would crash the program). */
 static bool behind_glibc(void)
 {
-    if (dlsym(RTLD_DEFAULT, "free") != (void *)memprof_plugin_free)
+    if (!free_is_ours())
         return false;
     Dl_info libc, f;
     if (!dladdr((void *)gnu_get_libc_version, &libc))
