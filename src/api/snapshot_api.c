@@ -289,8 +289,8 @@ int memprof_snapshot_write(const memprof_snapshot *snapshot, const char *path,
     size_t n = strlen(path);
     char *tmp = malloc(n + 16);
     if (!tmp) {
-        memprof__guard_leave(g);
-        return -ENOMEM;
+        rc = -ENOMEM; /* a failed write like any other: counted below */
+        goto out;
     }
     /* Same directory as the target so rename() is atomic; mkstemp creates it 0600 with
      * O_EXCL, so an attacker's pre-planted name or symlink is never opened. rename() then
