@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/compiler.h"
+
 /* Reserves `size` bytes of zeroed, readable and writable anonymous memory. Pages are
  * committed lazily by the kernel as they are first touched, so a large reservation costs
  * address space, not RSS. Returns NULL on failure. Never calls malloc. */
@@ -37,6 +39,6 @@ uintptr_t memprof__pf_stack_top(void);
 /* The executable address range [*lo, *hi) of the loaded object that contains `addr`
  * (the span of its executable PT_LOAD segments). Returns 0 or -ENOENT. Takes the loader
  * lock: not for hooks. */
-int memprof__pf_text_range(const void *addr, uintptr_t *lo, uintptr_t *hi);
+MEMPROF_INTERNAL int memprof__pf_text_range(const void *addr, uintptr_t *lo, uintptr_t *hi);
 
 #endif

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "core/engine.h"
+#include "core/platform.h"
 #include "interpose/bootstrap.h"
 #include "interpose/preload.h"
 #include "interpose/wrappers.h"
@@ -176,13 +177,14 @@ static bool behind_glibc(void)
 {
     if (!free_is_ours())
         return false;
-    Dl_info libc, f;
-    if (!dladdr((void *)gnu_get_libc_version, &libc))
+    /* Compared with libc's code range: dladdr() would scan libc's symbol table each time. */
+    uintptr_t lo, hi;
+    if (memprof__pf_text_range((const void *)gnu_get_libc_version, &lo, &hi) != 0)
         return false;
     void *fns[] = {(void *)real.malloc, (void *)real.free, (void *)real.calloc,
                    (void *)real.realloc, (void *)real.memalign};
     for (size_t i = 0; i < MEMPROF_ARRAY_SIZE(fns); i++)
-        if (!dladdr(fns[i], &f) || f.dli_fbase != libc.dli_fbase)
+        if ((uintptr_t)fns[i] < lo || (uintptr_t)fns[i] >= hi)
             return false;
     return true;
 }

@@ -32,7 +32,7 @@ struct memprof_retarget {
     void *fn;
     bool required; /* false: libc may not have it (cfree, free_sized) */
 };
-/* Points libc's dynamic-symbol entries for `targets` (at most 64) at the given functions,
+/* Points libc's dynamic-symbol entries for `targets` at the given functions,
  * so that lookups which end in libc's own table (RTLD_DEEPBIND libraries, dlsym on libc's
  * handle) find the plugin's (preload_retarget.c). Returns true if every required name was
  * found and retargeted. Once, from the plugin's constructor. */

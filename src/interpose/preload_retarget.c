@@ -39,35 +39,78 @@ static uintptr_t dyn_ptr(uintptr_t base, ElfW(Addr) v)
     return v < base ? base + v : v;
 }
 
-/* Number of dynamic symbols: DT_HASH's chain count, or the last chain of DT_GNU_HASH. */
-static size_t symbol_count(const uint32_t *hash, const uint32_t *gnu_hash)
+/* libc's dynamic symbol table and its hash tables. */
+struct dynsyms {
+    ElfW(Sym) * symtab;
+    const char *strtab;
+    size_t strsz;
+    const uint32_t *hash, *gnu_hash; /* DT_HASH, DT_GNU_HASH (either may be missing) */
+};
+
+static bool is_named(const struct dynsyms *d, uint32_t i, const char *name)
 {
-    if (hash)
-        return hash[1];
-    if (!gnu_hash)
-        return 0;
-    uint32_t nbuckets = gnu_hash[0], symoffset = gnu_hash[1], bloom_words = gnu_hash[2];
-    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gnu_hash + 4) + bloom_words);
-    const uint32_t *chain = buckets + nbuckets;
-    uint32_t last = 0;
-    for (uint32_t b = 0; b < nbuckets; b++)
-        if (buckets[b] > last)
-            last = buckets[b];
-    if (last < symoffset)
-        return symoffset;
-    while (!(chain[last - symoffset] & 1))
-        last++;
-    return (size_t)last + 1;
+    const ElfW(Sym) *sym = &d->symtab[i];
+    return sym->st_name < d->strsz && strcmp(d->strtab + sym->st_name, name) == 0 &&
+           sym->st_shndx != SHN_UNDEF && ELF64_ST_TYPE(sym->st_info) == STT_FUNC;
 }
 
-static bool store_value(ElfW(Sym) * sym, ElfW(Addr) value, size_t page)
+/* What a retargeted entry becomes, and how many entries got it. */
+struct target_value {
+    ElfW(Addr) value;
+    unsigned stored;
+};
+
+static bool store_value(ElfW(Sym) * sym, struct target_value *v)
 {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
     uintptr_t pg = (uintptr_t)&sym->st_value & ~(uintptr_t)(page - 1);
     if (mprotect((void *)pg, page, PROT_READ | PROT_WRITE) != 0)
         return false;
-    __atomic_store_n(&sym->st_value, value, __ATOMIC_RELEASE);
+    __atomic_store_n(&sym->st_value, v->value, __ATOMIC_RELEASE);
     mprotect((void *)pg, page, PROT_READ);
+    v->stored++;
     return true;
+}
+
+/* Retargets each defined function symbol called `name` (every version of it), found through
+ * the GNU hash table or else the SysV one: a few probes per name instead of a scan of libc's
+ * three thousand symbols, which every process under the plugin would pay. Returns false if
+ * a store failed or libc has no hash table. */
+static bool retarget_named(const struct dynsyms *d, const char *name, struct target_value *v)
+{
+    if (d->gnu_hash) {
+        const uint32_t *gh = d->gnu_hash;
+        uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_words = gh[2];
+        const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gh + 4) + bloom_words);
+        const uint32_t *chain = buckets + nbuckets;
+        uint32_t h = 5381;
+        for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+            h = h * 33 + *c;
+        uint32_t i = nbuckets ? buckets[h % nbuckets] : 0;
+        if (i < symoffset)
+            return true; /* an empty bucket: no such symbol */
+        for (;; i++) {
+            uint32_t ch = chain[i - symoffset];
+            if ((ch | 1) == (h | 1) && is_named(d, i, name) && !store_value(&d->symtab[i], v))
+                return false;
+            if (ch & 1)
+                return true;
+        }
+    }
+    if (d->hash) {
+        uint32_t nbucket = d->hash[0], nchain = d->hash[1];
+        const uint32_t *bucket = d->hash + 2, *chain = bucket + nbucket;
+        uint32_t h = 0;
+        for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
+            h = (h << 4) + *c;
+            h = (h ^ ((h & 0xf0000000u) >> 24)) & 0x0fffffffu;
+        }
+        for (uint32_t i = nbucket ? bucket[h % nbucket] : 0; i != 0 && i < nchain; i = chain[i])
+            if (is_named(d, i, name) && !store_value(&d->symtab[i], v))
+                return false;
+        return true;
+    }
+    return false;
 }
 
 bool memprof__preload_retarget_libc(const struct memprof_retarget *targets, size_t n)
@@ -77,54 +120,36 @@ bool memprof__preload_retarget_libc(const struct memprof_retarget *targets, size
     if (!dladdr1((void *)gnu_get_libc_version, &info, (void **)&libc, RTLD_DL_LINKMAP) || !libc)
         return false;
     uintptr_t base = libc->l_addr;
-    ElfW(Sym) *symtab = NULL;
-    const char *strtab = NULL;
-    size_t strsz = 0;
-    const uint32_t *hash = NULL, *gnu_hash = NULL;
-    for (const ElfW(Dyn) *d = libc->l_ld; d->d_tag != DT_NULL; d++) {
-        switch (d->d_tag) {
+    struct dynsyms d = {0};
+    for (const ElfW(Dyn) *dyn = libc->l_ld; dyn->d_tag != DT_NULL; dyn++) {
+        switch (dyn->d_tag) {
         case DT_SYMTAB:
-            symtab = (ElfW(Sym) *)dyn_ptr(base, d->d_un.d_ptr);
+            d.symtab = (ElfW(Sym) *)dyn_ptr(base, dyn->d_un.d_ptr);
             break;
         case DT_STRTAB:
-            strtab = (const char *)dyn_ptr(base, d->d_un.d_ptr);
+            d.strtab = (const char *)dyn_ptr(base, dyn->d_un.d_ptr);
             break;
         case DT_STRSZ:
-            strsz = d->d_un.d_val;
+            d.strsz = dyn->d_un.d_val;
             break;
         case DT_HASH:
-            hash = (const uint32_t *)dyn_ptr(base, d->d_un.d_ptr);
+            d.hash = (const uint32_t *)dyn_ptr(base, dyn->d_un.d_ptr);
             break;
         case DT_GNU_HASH:
-            gnu_hash = (const uint32_t *)dyn_ptr(base, d->d_un.d_ptr);
+            d.gnu_hash = (const uint32_t *)dyn_ptr(base, dyn->d_un.d_ptr);
             break;
         default:
             break;
         }
     }
-    size_t nsyms = symbol_count(hash, gnu_hash);
-    if (!symtab || !strtab || nsyms == 0)
+    if (!d.symtab || !d.strtab)
         return false;
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    uint64_t found = 0; /* bit t: targets[t] retargeted (every version of the name) */
-    for (size_t i = 1; i < nsyms; i++) {
-        ElfW(Sym) *sym = &symtab[i];
-        if (sym->st_shndx == SHN_UNDEF || ELF64_ST_TYPE(sym->st_info) != STT_FUNC ||
-            sym->st_name >= strsz)
-            continue;
-        const char *name = strtab + sym->st_name;
-        for (size_t t = 0; t < n; t++) {
-            if (strcmp(name, targets[t].name) != 0)
-                continue;
-            /* A failure leaves the entries done so far retargeted: harmless, the plugin's
-             * functions take any block. */
-            if (!store_value(sym, (ElfW(Addr))((uintptr_t)targets[t].fn - base), page))
-                return false;
-            found |= (uint64_t)1 << t;
-        }
-    }
-    for (size_t t = 0; t < n; t++)
-        if (targets[t].required && !(found & ((uint64_t)1 << t)))
+    for (size_t t = 0; t < n; t++) {
+        struct target_value v = {(ElfW(Addr))((uintptr_t)targets[t].fn - base), 0};
+        /* A failure leaves the entries done so far retargeted: harmless, the plugin's
+         * functions take any block. */
+        if (!retarget_named(&d, targets[t].name, &v) || (targets[t].required && v.stored == 0))
             return false;
+    }
     return true;
 }
