@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "api/values.h"
+#include "common/atomic.h"
 #include "core/engine.h"
 #include "interpose/preload.h"
 #include "memprof/memprof.h"
@@ -52,8 +53,15 @@ static bool expand_path(const char *tmpl, pid_t pid, char *out, size_t size)
     return true;
 }
 
+/* Counts a failure that happened before memprof_snapshot_write() could count it. */
+static void count_failure(void)
+{
+    memprof_atomic_add_relaxed(&memprof__engine.write_failures, 1);
+}
+
 /* Writes the profile once; `why` names the occasion in messages. Serialised by dump_lock.
- * A failed write is reported once per occasion kind, never fatal. */
+ * Every failure is counted in write_failures and never fatal; the first one of the process
+ * (a forked child inherits its parent's count) is reported in one line. */
 static void dump(const char *why)
 {
     static int reported;
@@ -61,6 +69,7 @@ static void dump(const char *why)
         return;
     char path[PATH_MAX];
     if (!expand_path(cfg.output, getpid(), path, sizeof path)) {
+        count_failure();
         if (!reported++)
             memprof__preload_say("memprof: MEMPROF_OUTPUT is too long; no profile written");
         return;
@@ -68,7 +77,9 @@ static void dump(const char *why)
     memprof_snapshot *snap = NULL;
     int rc = memprof_get_snapshot(&snap);
     if (rc == 0)
-        rc = memprof_snapshot_write(snap, path, cfg.format);
+        rc = memprof_snapshot_write(snap, path, cfg.format); /* counts its own failures */
+    else
+        count_failure();
     memprof_free_snapshot(snap);
     if (rc != 0 && !reported++)
         memprof__preload_say("memprof: could not write the %s profile to %s: %s", why, path,

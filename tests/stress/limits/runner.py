@@ -131,10 +131,15 @@ def nobody_prefix():
 
 def cmd_failed_write(a):
     """MEMPROF_OUTPUT that cannot be written: signalled dumps and the exit-time one fail;
-    one line on stderr naming the path, every failure counted, exit status unchanged."""
+    one line on stderr naming the path (or saying it is too long), every failure counted,
+    exit status unchanged."""
     with tempfile.TemporaryDirectory(prefix="memprof-fail-") as tmp:
         prefix = []
-        if a.target == "no-such-dir":
+        if a.target == "too-long-with-pid":
+            # Accepted when read (shorter than PATH_MAX), too long once %p is the pid: each
+            # dump fails before it could write anything.
+            target = os.path.join(tmp, "x" * (4096 - len(tmp) - 4)) + "%p"
+        elif a.target == "no-such-dir":
             target = os.path.join(tmp, "no-such-dir", "prof.txt")
         elif a.target == "dev-full":
             # root gets a private full device: should a regression replace the device by a
@@ -167,7 +172,8 @@ def cmd_failed_write(a):
               "expected 3 failed dumps counted in memprof_stats, got %r" % p.out.strip())
         err = p.err.splitlines()
         check(len(err) == 1, "expected one line on stderr for 4 failed writes, got %r" % err)
-        check(target in err[0], "the message does not name %s: %r" % (target, err[0]))
+        named = "MEMPROF_OUTPUT is too long" if a.target == "too-long-with-pid" else target
+        check(named in err[0], "the message does not say %s: %r" % (named, err[0]))
         if a.target == "dev-full":
             check(stat.S_ISCHR(os.lstat(target).st_mode),
                   "%s is no longer a character device" % target)
