@@ -12,28 +12,8 @@
 #include "core/engine.h"
 #include "memprof/memprof.h"
 #include "memprof/runtime.h"
+#include "engine_fixture.h"
 #include "test.h"
-
-static int start_engine(uint64_t rate, uint64_t seed)
-{
-    memprof_config c;
-    memprof_config_init(&c);
-    c.sampling_rate = rate;
-    c.seed = seed;
-    int rc = memprof_init_config(&c);
-    if (rc == 0) {
-        memprof__backend_register(); /* this test feeds the engine itself */
-        rc = memprof_start();
-    }
-    return rc;
-}
-
-static memprof_stats stats(void)
-{
-    memprof_stats s = {.size = sizeof s};
-    EXPECT_EQ(memprof_get_stats(&s), 0);
-    return s;
-}
 
 /* One allocation of `size` bytes through the protocol of runtime.h; returns whether it was
  * sampled (and reported with id). */
@@ -70,7 +50,7 @@ static void interval_is_zero_until_started(void)
 
 static void interval_is_zero_when_stopped(void)
 {
-    CHECK_EQ(start_engine(4096, 1), 0);
+    CHECK_EQ(fixture_start_engine(4096, 0, 0, 1), 0);
     CHECK(memprof_sample_interval() >= 1);
     CHECK_EQ(memprof_stop(), 0);
     CHECK_EQ_U(memprof_sample_interval(), 0);
@@ -80,7 +60,7 @@ static void intervals_have_the_rate_as_mean(void)
 {
     const uint64_t rate = 4096;
     const int n = 200000;
-    CHECK_EQ(start_engine(rate, 7), 0);
+    CHECK_EQ(fixture_start_engine(rate, 0, 0, 7), 0);
     double sum = 0;
     uint64_t min = UINT64_MAX;
     for (int i = 0; i < n; i++) {
@@ -99,48 +79,48 @@ static void intervals_have_the_rate_as_mean(void)
 
 static void report_sampled_records_a_live_sample(void)
 {
-    CHECK_EQ(start_engine(UINT64_C(1) << 30, 1), 0);
+    CHECK_EQ(fixture_start_engine(UINT64_C(1) << 30, 0, 0, 1), 0);
     CHECK_EQ(memprof_report_sampled(7, 1000), 1);
-    memprof_stats s = stats();
+    memprof_stats s = fixture_stats();
     EXPECT_EQ_U(s.total_samples, 1);
     EXPECT_EQ_U(s.live_samples, 1);
     CHECK_EQ(memprof_report_free(7), 1);
-    EXPECT_EQ_U(stats().live_samples, 0);
+    EXPECT_EQ_U(fixture_stats().live_samples, 0);
 }
 
 static void report_sampled_records_after_a_restart(void)
 {
     /* The thread's own countdown then belongs to an older engine generation, which must not
      * make the engine decide the caller's sample afresh. */
-    CHECK_EQ(start_engine(UINT64_C(1) << 30, 1), 0);
+    CHECK_EQ(fixture_start_engine(UINT64_C(1) << 30, 0, 0, 1), 0);
     CHECK(memprof_sample_interval() >= 1);
     CHECK_EQ(memprof_stop(), 0);
     CHECK_EQ(memprof_start(), 0);
     for (uint64_t id = 1; id <= 100; id++)
         EXPECT_EQ(memprof_report_sampled(id, 16), 1);
-    EXPECT_EQ_U(stats().total_samples, 100);
+    EXPECT_EQ_U(fixture_stats().total_samples, 100);
 }
 
 static void report_sampled_records_nothing_when_stopped(void)
 {
-    CHECK_EQ(start_engine(4096, 1), 0);
+    CHECK_EQ(fixture_start_engine(4096, 0, 0, 1), 0);
     CHECK_EQ(memprof_stop(), 0);
     EXPECT_EQ(memprof_report_sampled(7, 1000), 0);
-    EXPECT_EQ_U(stats().total_samples, 0);
+    EXPECT_EQ_U(fixture_stats().total_samples, 0);
 }
 
 static void report_sampled_ignores_empty_blocks(void)
 {
-    CHECK_EQ(start_engine(4096, 1), 0);
+    CHECK_EQ(fixture_start_engine(4096, 0, 0, 1), 0);
     EXPECT_EQ(memprof_report_sampled(7, 0), 0);
-    EXPECT_EQ_U(stats().total_samples, 0);
+    EXPECT_EQ_U(fixture_stats().total_samples, 0);
 }
 
 static void report_sampled_rejects_reserved_ids(void)
 {
-    CHECK_EQ(start_engine(4096, 1), 0);
+    CHECK_EQ(fixture_start_engine(4096, 0, 0, 1), 0);
     EXPECT_EQ(memprof_report_sampled(UINT64_C(1) << 63, 16), -EINVAL);
-    EXPECT_EQ_U(stats().total_samples, 0);
+    EXPECT_EQ_U(fixture_stats().total_samples, 0);
 }
 
 /* ---- the protocol ------------------------------------------------------------------------- */
@@ -151,14 +131,14 @@ static void caller_countdown_estimates_are_unbiased(void)
      * exercised: 5.6 GB in 250,000 blocks, ~47,000 samples at 64 KiB (the estimate's
      * relative standard deviation is under 0.5 %; 4 % is over 8 sigma). */
     static const size_t sizes[] = {16, 100, 1000, 10000, 100000};
-    CHECK_EQ(start_engine(65536, 12345), 0);
+    CHECK_EQ(fixture_start_engine(65536, 0, 0, 12345), 0);
     uint64_t c = 0, id = 0, truth = 0, sampled = 0;
     for (int i = 0; i < 50000; i++)
         for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
             truth += sizes[k];
             sampled += charge(&c, ++id, sizes[k]);
         }
-    memprof_stats s = stats();
+    memprof_stats s = fixture_stats();
     EXPECT_EQ_U(s.total_samples, sampled);
     double ratio = (double)s.estimated_live_bytes / (double)truth;
     printf("estimate / truth = %.4f (%" PRIu64 " samples)\n", ratio, sampled);

@@ -6,8 +6,8 @@
  * stacks, and memprof__take() / memprof__restore(). They check live and freed samples, the
  * per-stack counters, the unbiased estimates in stats and snapshots, that frees are tracked
  * after stop and ignored after shutdown, drops and overflows being counted, re-entrancy,
- * Bloom-filter rebuilds under churn, seeded reproducibility, and a forked child. One engine per process:
- * meson.build runs each case as its own test.
+ * Bloom-filter rebuilds under churn, seeded reproducibility, and a forked child. One engine per
+ * process: meson.build runs each case as its own test.
  */
 #include <errno.h>
 #include <math.h>
@@ -18,6 +18,7 @@
 #include "core/estimate.h"
 #include "core/snapshot.h"
 #include "memprof/memprof.h"
+#include "engine_fixture.h"
 #include "test.h"
 
 /* ---- helpers ---------------------------------------------------------------------------- */
@@ -26,33 +27,8 @@
  * owned by this test, never dereferenced by the engine, never handed out by malloc. */
 static char *fake_blocks(size_t n, size_t stride)
 {
-    void *p = mmap(NULL, n * stride, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void *p = mmap(NULL, n * stride, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     return p == MAP_FAILED ? NULL : p;
-}
-
-static int init_engine(uint64_t rate, uint64_t heap_map_capacity, uint64_t max_stacks,
-                       uint64_t seed)
-{
-    memprof_config c;
-    memprof_config_init(&c);
-    c.sampling_rate = rate;
-    c.heap_map_capacity = heap_map_capacity;
-    c.max_stacks = max_stacks;
-    c.seed = seed;
-    int rc = memprof_init_config(&c);
-    if (rc == 0) {
-        memprof__backend_register();
-        rc = memprof_start();
-    }
-    return rc;
-}
-
-static memprof_stats stats(void)
-{
-    memprof_stats s = {.size = sizeof s};
-    EXPECT_EQ(memprof_get_stats(&s), 0);
-    return s;
 }
 
 static struct memprof_snapshot *snapshot(void)
@@ -84,12 +60,12 @@ static void frame_c(void) {}
 
 static void test_rate_one_samples_every_allocation(void)
 {
-    CHECK_EQ(init_engine(1, 0, 0, 42), 0);
+    CHECK_EQ(fixture_start_engine(1, 0, 0, 42), 0);
     char *blocks = fake_blocks(1000, 64);
     CHECK(blocks != NULL);
     for (int i = 0; i < 1000; i++)
         memprof__on_alloc(blocks + i * 64, 64);
-    memprof_stats s = stats();
+    memprof_stats s = fixture_stats();
     EXPECT_EQ_U(s.total_samples, 1000);
     EXPECT_EQ_U(s.live_samples, 1000);
     EXPECT_EQ_U(s.freed_samples, 0);
@@ -112,14 +88,14 @@ static void test_rate_one_samples_every_allocation(void)
 
 static void test_frees_remove_samples(void)
 {
-    CHECK_EQ(init_engine(1, 0, 0, 42), 0);
+    CHECK_EQ(fixture_start_engine(1, 0, 0, 42), 0);
     char *blocks = fake_blocks(1000, 64);
     CHECK(blocks != NULL);
     for (int i = 0; i < 1000; i++)
         memprof__on_alloc(blocks + i * 64, 64);
     for (int i = 0; i < 1000; i += 2)
         memprof__on_free(blocks + i * 64);
-    memprof_stats s = stats();
+    memprof_stats s = fixture_stats();
     EXPECT_EQ_U(s.live_samples, 500);
     EXPECT_EQ_U(s.freed_samples, 500);
     EXPECT_EQ_U(s.estimated_live_bytes, 32000);
@@ -128,7 +104,7 @@ static void test_frees_remove_samples(void)
         memprof__on_free(blocks + i * 64);
     memprof__on_free(blocks + 8);
     memprof__on_free(NULL);
-    s = stats();
+    s = fixture_stats();
     EXPECT_EQ_U(s.live_samples, 500);
     EXPECT_EQ_U(s.freed_samples, 500);
     struct memprof_snapshot *snap = snapshot();
@@ -138,7 +114,7 @@ static void test_frees_remove_samples(void)
     memprof_free_snapshot(snap);
     for (int i = 1; i < 1000; i += 2)
         memprof__on_free(blocks + i * 64);
-    s = stats();
+    s = fixture_stats();
     EXPECT_EQ_U(s.live_samples, 0);
     EXPECT_EQ_U(s.freed_samples, 1000);
     EXPECT_EQ_U(s.estimated_live_bytes, 0);
@@ -146,7 +122,7 @@ static void test_frees_remove_samples(void)
 
 static void test_per_stack_counters(void)
 {
-    CHECK_EQ(init_engine(1, 0, 0, 1), 0);
+    CHECK_EQ(fixture_start_engine(1, 0, 0, 1), 0);
     const uintptr_t a[] = {(uintptr_t)frame_a, (uintptr_t)frame_c};
     const uintptr_t b[] = {(uintptr_t)frame_b, (uintptr_t)frame_c};
     char *blocks = fake_blocks(8, 4096);
@@ -167,7 +143,7 @@ static void test_per_stack_counters(void)
     EXPECT_EQ_U(sb->alloc_bytes, 5000);
     EXPECT_EQ_U(sb->live_samples, 1);
     EXPECT_EQ_U(sb->live_bytes, 5000);
-    memprof_stats s = stats();
+    memprof_stats s = fixture_stats();
     EXPECT_EQ_U(s.unique_stacks, 2);
     EXPECT_EQ_U(s.total_samples, 4);
     EXPECT_EQ_U(s.live_samples, 3);
@@ -196,7 +172,7 @@ static void test_per_stack_counters(void)
 
 static void test_freed_stack_keeps_a_site_with_cumulative_counts(void)
 {
-    CHECK_EQ(init_engine(1, 0, 0, 1), 0);
+    CHECK_EQ(fixture_start_engine(1, 0, 0, 1), 0);
     const uintptr_t a[] = {(uintptr_t)frame_a};
     char *blocks = fake_blocks(4, 4096);
     CHECK(blocks != NULL);
@@ -215,7 +191,7 @@ static void test_freed_stack_keeps_a_site_with_cumulative_counts(void)
 static void test_estimates_use_unbiased_weights(void)
 {
     const uint64_t rate = 4096;
-    CHECK_EQ(init_engine(rate, 0, 0, 1), 0);
+    CHECK_EQ(fixture_start_engine(rate, 0, 0, 1), 0);
     const uintptr_t a[] = {(uintptr_t)frame_a};
     char *blocks = fake_blocks(300, 4096);
     CHECK(blocks != NULL);
@@ -223,7 +199,7 @@ static void test_estimates_use_unbiased_weights(void)
     for (int i = 0; i < 200; i++)
         memprof__record((uint64_t)(uintptr_t)(blocks + i * 4096), 1000, a, 1, false);
     double p = -expm1(-1000.0 / rate);
-    memprof_stats s = stats();
+    memprof_stats s = fixture_stats();
     EXPECT_EQ_U(s.estimated_live_bytes, 200 * weight(1000, rate));
     struct memprof_snapshot *snap = snapshot();
     CHECK(snap != NULL);
@@ -245,14 +221,14 @@ static void test_huge_blocks_are_estimated_exactly(void)
 {
     /* 64 GiB at the default rate: p = 1 - e^-131072 = 1, so it counts as 64 GiB, not as one
      * rate's worth (the seed spec's weight) and not clamped to 16 MiB. */
-    CHECK_EQ(init_engine(0, 0, 0, 1), 0);
+    CHECK_EQ(fixture_start_engine(0, 0, 0, 1), 0);
     const uintptr_t a[] = {(uintptr_t)frame_a};
     char *blocks = fake_blocks(4, 4096);
     CHECK(blocks != NULL);
     const uint64_t big = (uint64_t)64 << 30, bigger = ((uint64_t)1 << 40) + 4096;
     memprof__record((uint64_t)(uintptr_t)blocks, big, a, 1, false);
     memprof__record((uint64_t)(uintptr_t)(blocks + 4096), bigger, a, 1, false);
-    EXPECT_EQ_U(stats().estimated_live_bytes, big + bigger);
+    EXPECT_EQ_U(fixture_stats().estimated_live_bytes, big + bigger);
     struct memprof_snapshot *snap = snapshot();
     CHECK(snap != NULL);
     EXPECT_EQ_U(memprof_snapshot_estimated_bytes(snap), big + bigger);
@@ -262,18 +238,18 @@ static void test_huge_blocks_are_estimated_exactly(void)
     EXPECT_EQ(e.low_confidence, 1);
     memprof_free_snapshot(snap);
     memprof__on_free(blocks);
-    EXPECT_EQ_U(stats().estimated_live_bytes, bigger);
+    EXPECT_EQ_U(fixture_stats().estimated_live_bytes, bigger);
 }
 
 static void test_small_rate_estimate_is_close_and_returns_to_zero(void)
 {
     const uint64_t rate = 4096, size = 64, n = 200000;
-    CHECK_EQ(init_engine(rate, 0, 0, 7), 0);
+    CHECK_EQ(fixture_start_engine(rate, 0, 0, 7), 0);
     char *blocks = fake_blocks(n, 16);
     CHECK(blocks != NULL);
     for (uint64_t i = 0; i < n; i++)
         memprof__on_alloc(blocks + i * 16, size);
-    memprof_stats s = stats();
+    memprof_stats s = fixture_stats();
     double p = -expm1(-(double)size / rate), truth = (double)(n * size);
     /* K ~ Binomial(n, p): the estimate K * size / p has sd truth * sqrt((1-p) / (n p)). */
     double sd = truth * sqrt((1 - p) / ((double)n * p));
@@ -284,12 +260,12 @@ static void test_small_rate_estimate_is_close_and_returns_to_zero(void)
     struct memprof_snapshot *snap = snapshot();
     CHECK(snap != NULL);
     /* Stats round per sample, the snapshot rounds the sum. */
-    EXPECT(fabs((double)memprof_snapshot_estimated_bytes(snap) -
-                (double)s.estimated_live_bytes) <= (double)s.live_samples);
+    EXPECT(fabs((double)memprof_snapshot_estimated_bytes(snap) - (double)s.estimated_live_bytes) <=
+           (double)s.live_samples);
     memprof_free_snapshot(snap);
     for (uint64_t i = 0; i < n; i++)
         memprof__on_free(blocks + i * 16);
-    s = stats();
+    s = fixture_stats();
     EXPECT_EQ_U(s.live_samples, 0);
     EXPECT_EQ_U(s.freed_samples, s.total_samples);
     EXPECT_EQ_U(s.estimated_live_bytes, 0);
@@ -297,7 +273,7 @@ static void test_small_rate_estimate_is_close_and_returns_to_zero(void)
 
 static void test_stop_keeps_tracking_frees(void)
 {
-    CHECK_EQ(init_engine(1, 0, 0, 3), 0);
+    CHECK_EQ(fixture_start_engine(1, 0, 0, 3), 0);
     char *blocks = fake_blocks(300, 64);
     CHECK(blocks != NULL);
     for (int i = 0; i < 100; i++)
@@ -305,19 +281,19 @@ static void test_stop_keeps_tracking_frees(void)
     CHECK_EQ(memprof_stop(), 0);
     for (int i = 0; i < 50; i++)
         memprof__on_free(blocks + i * 64);
-    memprof_stats s = stats();
+    memprof_stats s = fixture_stats();
     EXPECT_EQ_U(s.live_samples, 50);
     EXPECT_EQ_U(s.freed_samples, 50);
     EXPECT_EQ_U(s.estimated_live_bytes, 50 * 64);
     /* Allocations while stopped are not sampled. */
     for (int i = 100; i < 200; i++)
         memprof__on_alloc(blocks + i * 64, 64);
-    EXPECT_EQ_U(stats().total_samples, 100);
+    EXPECT_EQ_U(fixture_stats().total_samples, 100);
     /* Started again, they are. */
     CHECK_EQ(memprof_start(), 0);
     for (int i = 200; i < 210; i++)
         memprof__on_alloc(blocks + i * 64, 64);
-    s = stats();
+    s = fixture_stats();
     EXPECT_EQ_U(s.total_samples, 110);
     EXPECT_EQ_U(s.live_samples, 60);
 }
@@ -333,16 +309,16 @@ static void test_allocations_before_start_are_not_sampled(void)
     CHECK(blocks != NULL);
     for (int i = 0; i < 1000; i++)
         memprof__on_alloc(blocks + i * 64, 64);
-    EXPECT_EQ_U(stats().total_samples, 0);
-    EXPECT_EQ_U(stats().live_samples, 0);
+    EXPECT_EQ_U(fixture_stats().total_samples, 0);
+    EXPECT_EQ_U(fixture_stats().live_samples, 0);
     CHECK_EQ(memprof_start(), 0);
     memprof__on_alloc(blocks, 64);
-    EXPECT_EQ_U(stats().total_samples, 1);
+    EXPECT_EQ_U(fixture_stats().total_samples, 1);
 }
 
 static void test_take_and_restore_round_trip(void)
 {
-    CHECK_EQ(init_engine(1, 0, 0, 5), 0);
+    CHECK_EQ(fixture_start_engine(1, 0, 0, 5), 0);
     const uintptr_t a[] = {(uintptr_t)frame_a, (uintptr_t)frame_b};
     char *blocks = fake_blocks(4, 4096);
     CHECK(blocks != NULL);
@@ -355,7 +331,7 @@ static void test_take_and_restore_round_trip(void)
     EXPECT_EQ_U(e.key, (uint64_t)(uintptr_t)blocks);
     EXPECT_EQ_U(e.size, 4096);
     EXPECT_EQ_U(memprof__st_get(&memprof__engine.st, e.stack_id), sa);
-    memprof_stats s = stats();
+    memprof_stats s = fixture_stats();
     EXPECT_EQ_U(s.live_samples, 0);
     EXPECT_EQ_U(s.estimated_live_bytes, 0);
     EXPECT_EQ_U(sa->live_samples, 0);
@@ -363,7 +339,7 @@ static void test_take_and_restore_round_trip(void)
     EXPECT(!memprof__take(blocks, &again));
     /* ...and put back when it failed. */
     memprof__restore(&e);
-    s = stats();
+    s = fixture_stats();
     EXPECT_EQ_U(s.live_samples, 1);
     EXPECT_EQ_U(s.estimated_live_bytes, 4096);
     EXPECT_EQ_U(sa->live_samples, 1);
@@ -378,15 +354,15 @@ static void test_take_and_restore_round_trip(void)
     memprof_free_snapshot(snap);
     /* The restored sample is freed normally. */
     memprof__on_free(blocks);
-    EXPECT_EQ_U(stats().live_samples, 0);
-    EXPECT_EQ_U(stats().freed_samples, 1);
+    EXPECT_EQ_U(fixture_stats().live_samples, 0);
+    EXPECT_EQ_U(fixture_stats().freed_samples, 1);
     EXPECT(!memprof__take(NULL, &again));
     EXPECT(!memprof__take(blocks + 4096, &again));
 }
 
 static void test_hooks_after_shutdown_are_ignored(void)
 {
-    CHECK_EQ(init_engine(1, 0, 0, 9), 0);
+    CHECK_EQ(fixture_start_engine(1, 0, 0, 9), 0);
     char *blocks = fake_blocks(100, 64);
     CHECK(blocks != NULL);
     for (int i = 0; i < 10; i++)
@@ -396,7 +372,7 @@ static void test_hooks_after_shutdown_are_ignored(void)
         memprof__on_alloc(blocks + i * 64, 64);
     for (int i = 0; i < 100; i++)
         memprof__on_free(blocks + i * 64);
-    memprof_stats s = stats();
+    memprof_stats s = fixture_stats();
     EXPECT_EQ(s.state, MEMPROF_STATE_SHUTDOWN);
     EXPECT_EQ_U(s.total_samples, 10);
     EXPECT_EQ_U(s.freed_samples, 0);
@@ -404,28 +380,28 @@ static void test_hooks_after_shutdown_are_ignored(void)
 
 static void test_reentrant_allocations_are_skipped(void)
 {
-    CHECK_EQ(init_engine(1, 0, 0, 11), 0);
+    CHECK_EQ(fixture_start_engine(1, 0, 0, 11), 0);
     char *blocks = fake_blocks(4, 64);
     CHECK(blocks != NULL);
     uint8_t g = memprof__guard_enter();
     memprof__on_alloc(blocks, 64);
     memprof__guard_leave(g);
-    memprof_stats s = stats();
+    memprof_stats s = fixture_stats();
     EXPECT_EQ_U(s.reentrant_skips, 1);
     EXPECT_EQ_U(s.total_samples, 0);
     /* The next allocation outside the guard is decided normally. */
     memprof__on_alloc(blocks + 64, 64);
-    EXPECT_EQ_U(stats().total_samples, 1);
+    EXPECT_EQ_U(fixture_stats().total_samples, 1);
 }
 
 static void test_full_heap_map_drops_are_counted(void)
 {
-    CHECK_EQ(init_engine(1, 4096, 0, 13), 0);
+    CHECK_EQ(fixture_start_engine(1, 4096, 0, 13), 0);
     char *blocks = fake_blocks(5000, 64);
     CHECK(blocks != NULL);
     for (int i = 0; i < 5000; i++)
         memprof__on_alloc(blocks + i * 64, 64);
-    memprof_stats s = stats();
+    memprof_stats s = fixture_stats();
     EXPECT_EQ_U(s.heap_map_capacity, 4096);
     EXPECT_EQ_U(s.total_samples, 5000);
     EXPECT_EQ_U(s.live_samples, 4096);
@@ -433,7 +409,7 @@ static void test_full_heap_map_drops_are_counted(void)
     EXPECT_EQ_U(s.estimated_live_bytes, 4096 * 64);
     for (int i = 0; i < 5000; i++)
         memprof__on_free(blocks + i * 64);
-    s = stats();
+    s = fixture_stats();
     EXPECT_EQ_U(s.live_samples, 0);
     EXPECT_EQ_U(s.freed_samples, 4096);
     EXPECT_EQ_U(s.estimated_live_bytes, 0);
@@ -445,14 +421,14 @@ static void test_full_heap_map_drops_are_counted(void)
 
 static void test_stack_table_overflow_is_counted(void)
 {
-    CHECK_EQ(init_engine(1, 0, 16, 17), 0);
+    CHECK_EQ(fixture_start_engine(1, 0, 16, 17), 0);
     char *blocks = fake_blocks(20, 4096);
     CHECK(blocks != NULL);
     for (int i = 0; i < 20; i++) {
         uintptr_t frames[2] = {(uintptr_t)frame_a + (uintptr_t)i, (uintptr_t)frame_c};
         memprof__record((uint64_t)(uintptr_t)(blocks + i * 4096), 100, frames, 2, false);
     }
-    memprof_stats s = stats();
+    memprof_stats s = fixture_stats();
     EXPECT_EQ_U(s.stack_table_capacity, 16);
     EXPECT_EQ_U(s.unique_stacks, 15);
     EXPECT_EQ_U(s.stack_table_overflows, 5);
@@ -474,14 +450,14 @@ static void test_stack_table_overflow_is_counted(void)
 
 static void test_truncated_stacks_are_counted(void)
 {
-    CHECK_EQ(init_engine(1, 0, 0, 19), 0);
+    CHECK_EQ(fixture_start_engine(1, 0, 0, 19), 0);
     char *blocks = fake_blocks(4, 4096);
     CHECK(blocks != NULL);
     const uintptr_t a[] = {(uintptr_t)frame_a}, b[] = {(uintptr_t)frame_b};
     memprof__record((uint64_t)(uintptr_t)blocks, 100, a, 1, true);
     memprof__record((uint64_t)(uintptr_t)(blocks + 4096), 100, a, 1, true);
     memprof__record((uint64_t)(uintptr_t)(blocks + 8192), 100, b, 1, false);
-    EXPECT_EQ_U(stats().truncated_stacks, 2);
+    EXPECT_EQ_U(fixture_stats().truncated_stacks, 2);
     struct memprof_snapshot *snap = snapshot();
     CHECK(snap != NULL);
     EXPECT_EQ_U(snap->truncated_stacks, 2);
@@ -492,7 +468,7 @@ static void test_churn_rebuilds_the_bloom_filter_and_loses_nothing(void)
 {
     /* A small table (Bloom filter of 64 Ki bits) and 300000 distinct addresses with at most
      * 256 live: the filter saturates with dead keys again and again. */
-    CHECK_EQ(init_engine(1, 4096, 0, 23), 0);
+    CHECK_EQ(fixture_start_engine(1, 4096, 0, 23), 0);
     enum { N = 300000, LIVE = 256 };
     char *blocks = fake_blocks(N, 16);
     CHECK(blocks != NULL);
@@ -502,11 +478,11 @@ static void test_churn_rebuilds_the_bloom_filter_and_loses_nothing(void)
             memprof__on_free(blocks + (size_t)(i - LIVE) * 16);
         memprof__on_alloc(blocks + (size_t)i * 16, 64);
         if (i % 1000 == 0) {
-            unsigned f = (unsigned)stats().bloom_fill_permille;
+            unsigned f = (unsigned)fixture_stats().bloom_fill_permille;
             max_fill = f > max_fill ? f : max_fill;
         }
     }
-    memprof_stats s = stats();
+    memprof_stats s = fixture_stats();
     printf("  %" PRIu64 " samples, %" PRIu64 " Bloom rebuilds, fill at most %u permille, %" PRIu64
            " dropped (heap map full)\n",
            s.total_samples, s.bloom_rebuilds, max_fill, s.heap_map_full_drops);
@@ -516,7 +492,7 @@ static void test_churn_rebuilds_the_bloom_filter_and_loses_nothing(void)
     EXPECT_EQ_U(s.live_samples + s.freed_samples + s.heap_map_full_drops, s.total_samples);
     for (int i = N - LIVE; i < N; i++)
         memprof__on_free(blocks + (size_t)i * 16);
-    s = stats();
+    s = fixture_stats();
     EXPECT_EQ_U(s.live_samples, 0);
     EXPECT_EQ_U(s.freed_samples + s.heap_map_full_drops, s.total_samples);
     EXPECT_EQ_U(s.estimated_live_bytes, 0);
@@ -524,8 +500,8 @@ static void test_churn_rebuilds_the_bloom_filter_and_loses_nothing(void)
 
 static void test_stats_report_the_configuration(void)
 {
-    CHECK_EQ(init_engine(12345, 100000, 5000, 1), 0);
-    memprof_stats s = stats();
+    CHECK_EQ(fixture_start_engine(12345, 100000, 5000, 1), 0);
+    memprof_stats s = fixture_stats();
     EXPECT_EQ(s.state, MEMPROF_STATE_ACTIVE);
     EXPECT_EQ_U(s.sampling_rate, 12345);
     EXPECT_EQ_U(s.heap_map_capacity, 131072);
@@ -546,7 +522,7 @@ static uint64_t sampled_fingerprint(uint64_t seed)
     if (pid == 0) {
         uint64_t fp = 0;
         char *blocks = fake_blocks(20000, 16);
-        if (blocks && init_engine(4096, 0, 0, seed) == 0) {
+        if (blocks && fixture_start_engine(4096, 0, 0, seed) == 0) {
             for (uint64_t i = 0; i < 20000; i++)
                 memprof__on_alloc(blocks + i * 16, 100 + i);
             memprof_snapshot *snap = NULL;
@@ -604,12 +580,12 @@ static void test_fork_child_keeps_working_and_samples_differently(void)
 {
     /* The child is re-seeded (it must not repeat the parent's samples) and its engine state
      * is consistent: it samples, frees and snapshots; the parent is unaffected. */
-    CHECK_EQ(init_engine(4096, 0, 0, 31), 0);
+    CHECK_EQ(fixture_start_engine(4096, 0, 0, 31), 0);
     char *blocks = fake_blocks(20000, 16);
     CHECK(blocks != NULL);
     memprof__on_alloc(blocks, 64); /* the parent thread is seeded before the fork */
     memprof__on_free(blocks);
-    memprof_stats before = stats();
+    memprof_stats before = fixture_stats();
     int fds[2];
     CHECK_EQ(pipe(fds), 0);
     fflush(NULL);
@@ -630,7 +606,7 @@ static void test_fork_child_keeps_working_and_samples_differently(void)
     int status;
     CHECK_EQ(waitpid(pid, &status, 0), pid);
     EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    memprof_stats after = stats();
+    memprof_stats after = fixture_stats();
     EXPECT_EQ_U(after.total_samples, before.total_samples);
     uint64_t parent_fp = sample_run(blocks, 20000);
     EXPECT(parent_fp != 0 && child_fp != 0);

@@ -17,15 +17,16 @@
 #include "config.h"
 #include "core/engine.h"
 #include "memprof/memprof.h"
+#include "engine_fixture.h"
 #include "test.h"
 
 struct workload {
-    char *blocks;       /* fake addresses, `stride` apart */
+    char *blocks; /* fake addresses, `stride` apart */
     size_t stride;
-    uint64_t size, n;   /* n blocks of `size` bytes */
+    uint64_t size, n; /* n blocks of `size` bytes */
     /* results */
-    uint64_t stats_bytes;    /* memprof_get_stats().estimated_live_bytes while live */
-    memprof_estimate est;    /* snapshot estimate while live */
+    uint64_t stats_bytes; /* memprof_get_stats().estimated_live_bytes while live */
+    memprof_estimate est; /* snapshot estimate while live */
     uint64_t bytes_after_free;
 };
 
@@ -50,28 +51,14 @@ static void *run_workload(void *arg)
     return NULL;
 }
 
-static int start_engine(uint64_t rate, uint64_t seed)
-{
-    memprof_config c;
-    memprof_config_init(&c);
-    c.sampling_rate = rate;
-    c.seed = seed;
-    int rc = memprof_init_config(&c);
-    if (rc == 0) {
-        memprof__backend_register();
-        rc = memprof_start();
-    }
-    return rc;
-}
-
 /* Runs the workload once per thread, `threads` times in sequence; returns the mean and
  * standard error of estimate/truth and checks the per-run invariants. */
 static void run_seeds(uint64_t size, uint64_t n, int threads, double *mean, double *se,
                       double *coverage)
 {
     size_t stride = 64;
-    char *blocks = mmap(NULL, n * stride, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                        -1, 0);
+    char *blocks =
+        mmap(NULL, n * stride, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (!EXPECT(blocks != MAP_FAILED))
         return;
     double truth = (double)size * (double)n, sum = 0, sum2 = 0;
@@ -101,7 +88,7 @@ static void test_50000_byte_blocks_at_64_kib(void)
 {
     /* p = 1 - e^(-50000/65536) = 0.534: 5000 blocks give ~2670 samples, a relative sd of
      * 1.3 % per seed and 0.13 % over 100 seeds. */
-    CHECK_EQ(start_engine(64 * 1024, 2024), 0);
+    CHECK_EQ(fixture_start_engine(64 * 1024, 0, 0, 2024), 0);
     double mean, se, coverage;
     run_seeds(50000, 5000, 100, &mean, &se, &coverage);
     printf("  100 seeds: mean estimate/truth %.5f, SE %.5f (1%% = %.1f SE), %.0f %% of "
@@ -123,7 +110,7 @@ static void test_50000_byte_blocks_at_64_kib(void)
 static void test_16_mib_blocks_at_the_default_rate(void)
 {
     /* 32x the default rate: every block is sampled and counts at its size. */
-    CHECK_EQ(start_engine(0, 77), 0);
+    CHECK_EQ(fixture_start_engine(0, 0, 0, 77), 0);
     double mean, se, coverage;
     run_seeds(16 << 20, 20, 20, &mean, &se, &coverage);
     printf("  20 seeds: mean estimate/truth %.9f, SE %.9f\n", mean, se);
