@@ -152,7 +152,7 @@ static void *reloc_alloc(uint64_t id, size_t n, bool zero)
     pthread_mutex_lock(&reloc_lock);
     h = reloc_free[cls];
     if (h) {
-        memcpy(&reloc_free[cls], h + 1, sizeof h);
+        memcpy(&reloc_free[cls], (const void *)(h + 1), sizeof reloc_free[cls]); /* the link */
     } else {
         size_t need = sizeof *h + (size_t)cls * 16;
         if (reloc_used + need > reloc_committed) {
@@ -184,7 +184,7 @@ static void reloc_release(void *p)
     memprof_report_free(h->id);
     h->magic = 0;
     pthread_mutex_lock(&reloc_lock);
-    memcpy(h + 1, &reloc_free[h->cls], sizeof h);
+    memcpy((void *)(h + 1), &reloc_free[h->cls], sizeof reloc_free[h->cls]);
     reloc_free[h->cls] = h;
     pthread_mutex_unlock(&reloc_lock);
     atomic_fetch_sub_explicit(&reloc_live, 1, memory_order_relaxed);
