@@ -16,17 +16,16 @@
  * memprof__sample_end() records the block. Before each real free they ask whether the block
  * can be a sample (memprof__on_free()).
  *
- * Where sampled blocks live. By default a sampled block is the real allocator's, and its
- * free is found by the Bloom filter and the heap map ("outside" samples); while none is live,
- * a free costs one load. A backend whose user asked for the sample heap (sampleheap.h:
- * the preload plugin in front of glibc with MEMPROF_SAMPLE_HEAP=1) calls
- * memprof__engine_use_sample_heap() before init, and sampled blocks then come from it:
- * their frees are recognised by address range (memprof__free_sampled_block()) and nothing
- * else is live outside, so every other free costs one compare and one load. That is only
- * safe where every free() reaches the hooks, which no backend can promise by itself (an
- * RTLD_DEEPBIND library or a free() looked up in libc's own handle calls glibc's directly,
- * and glibc aborts on a block it did not make), hence opt-in. Fork: a pthread_atfork
- * child handler re-seeds the surviving thread and releases anything a vanished thread might
+ * Where sampled blocks live. A backend that can ensure every free() of the process reaches
+ * its hooks (the preload plugin in front of glibc, once libc's own symbol entries for free
+ * and realloc name the plugin: preload_retarget.c) calls memprof__engine_use_sample_heap()
+ * before init, and sampled blocks then come from the sample heap (sampleheap.h): their frees
+ * are recognised by address range (memprof__free_sampled_block()), and every other free costs
+ * one compare and one load. Otherwise (the GOT backend, which cannot reach pointers to free
+ * taken before it started; MEMPROF_SAMPLE_HEAP=0; requests the heap cannot serve) a sampled
+ * block is the real allocator's, an "outside" sample found by the Bloom filter and the heap
+ * map; while none is live, a free costs one load. Fork: a pthread_atfork child handler
+ * re-seeds the surviving thread and releases anything a vanished thread might
  * have held (the Bloom rebuild try-lock).
  */
 #ifndef MEMPROF_CORE_ENGINE_H
@@ -115,7 +114,8 @@ void memprof__engine_stats(memprof_stats *out);
 /* A backend announces itself before it feeds the engine (start needs one). */
 MEMPROF_INTERNAL void memprof__backend_register(void);
 /* Asks, before init, for sampled blocks to be served from the sample heap (only for a
- * backend in front of glibc whose user accepted that every free() must reach the hooks).
+ * backend that ensures every free() of the process reaches its hooks: glibc aborts on a
+ * block of that heap).
  * Returns 0, or -EALREADY after init (nothing changes). */
 MEMPROF_INTERNAL int memprof__engine_use_sample_heap(void);
 /* Marks the object containing `addr` as profiler code, skipped at the leaf end of stacks. */

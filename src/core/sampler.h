@@ -56,7 +56,7 @@ uint64_t memprof__rng_next(struct memprof_rng *rng);
 int64_t memprof__sampler_draw(struct memprof_rng *rng, uint64_t mean);
 
 /* The allocation fast path: charges `size` bytes to the calling thread and says whether
- * the cold path (memprof__alloc_slow) must run for this allocation, i.e. whether the next
+ * the cold path (memprof__sample_begin) must run for this allocation, i.e. whether the next
  * sample point C falls within it (C <= size). The countdown is never negative: 0 means "not
  * drawn yet" and sends any allocation to the cold path, which draws a fresh countdown
  * whenever it returns, so the countdown is not charged on that branch. An unsigned compare

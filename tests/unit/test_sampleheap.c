@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of the sample heap (src/core/sampleheap.h), where the preload plugin puts sampled
- * blocks under MEMPROF_SAMPLE_HEAP=1: blocks are inside the range and nothing else is,
+ * blocks by default: blocks are inside the range and nothing else is,
  * aligned to their class (and to any power-of-two alignment asked for), at least as large as
  * asked, zeroed when asked even after reuse, recycled after a free, given back to the kernel
  * when large; requests it cannot serve get NULL; and threads allocating and freeing at once
