@@ -16,6 +16,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/elf_dynamic.h"
+
 #if defined(__x86_64__)
 #define R_JUMP_SLOT R_X86_64_JUMP_SLOT
 #define R_GLOB_DAT  R_X86_64_GLOB_DAT
@@ -87,13 +89,6 @@ static void patch_rel(const struct object *o, const ElfW(Rel) * r, size_t bytes)
         patch_reloc(o, r[i].r_info, r[i].r_offset);
 }
 
-/* The loader relocates most objects' dynamic-section pointers in place; the vDSO's (and
- * some platforms') are left as offsets. */
-static uintptr_t dyn_ptr(uintptr_t base, ElfW(Addr) v)
-{
-    return v < base ? base + v : v;
-}
-
 void memprof__imports_patch(const struct dl_phdr_info *info, const struct memprof_import *imports,
                             size_t n)
 {
@@ -113,55 +108,21 @@ void memprof__imports_patch(const struct dl_phdr_info *info, const struct mempro
     }
     if (!dyn)
         return;
-    uintptr_t jmprel = 0, rela = 0, rel = 0;
-    size_t pltrelsz = 0, relasz = 0, relsz = 0;
-    long pltrel = DT_RELA;
-    for (; dyn->d_tag != DT_NULL; dyn++) {
-        switch (dyn->d_tag) {
-        case DT_SYMTAB:
-            o.symtab = (const ElfW(Sym) *)dyn_ptr(o.base, dyn->d_un.d_ptr);
-            break;
-        case DT_STRTAB:
-            o.strtab = (const char *)dyn_ptr(o.base, dyn->d_un.d_ptr);
-            break;
-        case DT_STRSZ:
-            o.strsz = dyn->d_un.d_val;
-            break;
-        case DT_JMPREL:
-            jmprel = dyn_ptr(o.base, dyn->d_un.d_ptr);
-            break;
-        case DT_PLTRELSZ:
-            pltrelsz = dyn->d_un.d_val;
-            break;
-        case DT_PLTREL:
-            pltrel = (long)dyn->d_un.d_val;
-            break;
-        case DT_RELA:
-            rela = dyn_ptr(o.base, dyn->d_un.d_ptr);
-            break;
-        case DT_RELASZ:
-            relasz = dyn->d_un.d_val;
-            break;
-        case DT_REL:
-            rel = dyn_ptr(o.base, dyn->d_un.d_ptr);
-            break;
-        case DT_RELSZ:
-            relsz = dyn->d_un.d_val;
-            break;
-        default:
-            break;
-        }
-    }
+    struct memprof_elf_dynamic d;
+    memprof__elf_read_dynamic(o.base, dyn, &d);
+    o.symtab = d.symtab;
+    o.strtab = d.strtab;
+    o.strsz = d.strsz;
     if (!o.symtab || !o.strtab)
         return;
-    if (jmprel && pltrel == DT_RELA)
-        patch_rela(&o, (const ElfW(Rela) *)jmprel, pltrelsz);
-    else if (jmprel)
-        patch_rel(&o, (const ElfW(Rel) *)jmprel, pltrelsz);
-    if (rela)
-        patch_rela(&o, (const ElfW(Rela) *)rela, relasz);
-    if (rel)
-        patch_rel(&o, (const ElfW(Rel) *)rel, relsz);
+    if (d.jmprel && d.pltrel == DT_RELA)
+        patch_rela(&o, (const ElfW(Rela) *)d.jmprel, d.pltrelsz);
+    else if (d.jmprel)
+        patch_rel(&o, (const ElfW(Rel) *)d.jmprel, d.pltrelsz);
+    if (d.rela)
+        patch_rela(&o, (const ElfW(Rela) *)d.rela, d.relasz);
+    if (d.rel)
+        patch_rel(&o, (const ElfW(Rel) *)d.rel, d.relsz);
 }
 
 struct patch_at {

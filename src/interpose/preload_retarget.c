@@ -30,24 +30,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/elf_dynamic.h"
 #include "interpose/preload.h"
 
-/* The loader relocates libc's dynamic-section pointers in place; other objects (the vDSO)
- * keep offsets. */
-static uintptr_t dyn_ptr(uintptr_t base, ElfW(Addr) v)
-{
-    return v < base ? base + v : v;
-}
-
-/* libc's dynamic symbol table and its hash tables. */
-struct dynsyms {
-    ElfW(Sym) * symtab;
-    const char *strtab;
-    size_t strsz;
-    const uint32_t *hash, *gnu_hash; /* DT_HASH, DT_GNU_HASH (either may be missing) */
-};
-
-static bool is_named(const struct dynsyms *d, uint32_t i, const char *name)
+static bool is_named(const struct memprof_elf_dynamic *d, uint32_t i, const char *name)
 {
     const ElfW(Sym) *sym = &d->symtab[i];
     return sym->st_name < d->strsz && strcmp(d->strtab + sym->st_name, name) == 0 &&
@@ -76,7 +62,8 @@ static bool store_value(ElfW(Sym) * sym, struct target_value *v)
  * the GNU hash table or else the SysV one: a few probes per name instead of a scan of libc's
  * three thousand symbols, which every process under the plugin would pay. Returns false if
  * a store failed or libc has no hash table. */
-static bool retarget_named(const struct dynsyms *d, const char *name, struct target_value *v)
+static bool retarget_named(const struct memprof_elf_dynamic *d, const char *name,
+                           struct target_value *v)
 {
     if (d->gnu_hash) {
         const uint32_t *gh = d->gnu_hash;
@@ -120,28 +107,8 @@ bool memprof__preload_retarget_libc(const struct memprof_retarget *targets, size
     if (!dladdr1((void *)gnu_get_libc_version, &info, (void **)&libc, RTLD_DL_LINKMAP) || !libc)
         return false;
     uintptr_t base = libc->l_addr;
-    struct dynsyms d = {0};
-    for (const ElfW(Dyn) *dyn = libc->l_ld; dyn->d_tag != DT_NULL; dyn++) {
-        switch (dyn->d_tag) {
-        case DT_SYMTAB:
-            d.symtab = (ElfW(Sym) *)dyn_ptr(base, dyn->d_un.d_ptr);
-            break;
-        case DT_STRTAB:
-            d.strtab = (const char *)dyn_ptr(base, dyn->d_un.d_ptr);
-            break;
-        case DT_STRSZ:
-            d.strsz = dyn->d_un.d_val;
-            break;
-        case DT_HASH:
-            d.hash = (const uint32_t *)dyn_ptr(base, dyn->d_un.d_ptr);
-            break;
-        case DT_GNU_HASH:
-            d.gnu_hash = (const uint32_t *)dyn_ptr(base, dyn->d_un.d_ptr);
-            break;
-        default:
-            break;
-        }
-    }
+    struct memprof_elf_dynamic d;
+    memprof__elf_read_dynamic(base, libc->l_ld, &d);
     if (!d.symtab || !d.strtab)
         return false;
     for (size_t t = 0; t < n; t++) {
