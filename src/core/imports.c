@@ -35,6 +35,7 @@ struct object {
     size_t page;
     const struct memprof_import *imports;
     size_t nimports;
+    uint64_t first[4]; /* bit c: some import's name starts with byte c */
 };
 
 static void patch_slot(const struct object *o, void **slot, void *fn)
@@ -55,9 +56,14 @@ static void *replacement_for(const struct object *o, size_t symidx)
     const ElfW(Sym) *sym = &o->symtab[symidx];
     if (sym->st_name >= o->strsz)
         return NULL;
-    const char *name = o->strtab + sym->st_name;
+    const unsigned char *name = (const unsigned char *)o->strtab + sym->st_name;
+    /* The first byte settles most names without a loop or a call: a program's start looks
+     * at every import of every object (thousands in a C++ program), and a strcmp per import
+     * each was 0.5 % of a short compiler run. */
+    if (!(o->first[name[0] >> 6] >> (name[0] & 63) & 1))
+        return NULL;
     for (size_t i = 0; i < o->nimports; i++)
-        if (strcmp(name, o->imports[i].name) == 0)
+        if (strcmp((const char *)name, o->imports[i].name) == 0)
             return o->imports[i].fn;
     return NULL;
 }
@@ -96,6 +102,10 @@ void memprof__imports_patch(const struct dl_phdr_info *info, const struct mempro
                        .page = (size_t)sysconf(_SC_PAGESIZE),
                        .imports = imports,
                        .nimports = n};
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)imports[i].name[0];
+        o.first[c >> 6] |= (uint64_t)1 << (c & 63);
+    }
     const ElfW(Dyn) *dyn = NULL;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
