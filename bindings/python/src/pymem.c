@@ -218,30 +218,45 @@ static uint64_t next_id = 1ull << 62;
 
 #define IDLE_POLL (64u << 10) /* bytes between asks while the engine is not sampling */
 
-static uint64_t countdown;  /* bytes to the next sample point; 0 = not drawn */
-static bool countdown_idle; /* countdown is a polling interval, not a sample point */
+/* The countdown holds the bytes to the next sample point *minus one*: a request of n bytes
+ * reaches the point when n > countdown, which is exactly when subtracting n borrows, so the
+ * hot wrappers' test is the subtraction itself (countdown_charge: five instructions in all).
+ * A countdown that is not a sample point (none drawn yet, or the engine was not sampling)
+ * is "idle": it only says when to ask the engine again. */
+static uint64_t countdown;
+static bool countdown_idle = true;
 
-/* The countdown ran out within a request of n bytes (n >= countdown), or was never drawn, or
- * was only polling: says whether this request is sampled, and draws the next countdown. A
- * countdown that was not a sample point drawn while sampling decides the request afresh
- * (by memorylessness, exactly a sample with probability p(n)). GIL held. */
+/* Charges a request of n bytes; false (nothing charged) when it reaches the countdown's end,
+ * for countdown_expired() to decide. */
+static inline bool countdown_charge(size_t n)
+{
+    uint64_t left;
+    if (__builtin_sub_overflow(countdown, n, &left))
+        return false;
+    countdown = left;
+    return true;
+}
+
+/* The countdown ran out within a request of n bytes (n > countdown): says whether this
+ * request is sampled, and draws the next countdown. An idle countdown decides the request
+ * afresh (by memorylessness, exactly a sample with probability p(n)). GIL held. */
 __attribute__((noinline)) static bool countdown_expired(size_t n)
 {
-    if (countdown == 0 || countdown_idle) {
+    if (countdown_idle) {
         uint64_t c = memprof_sample_interval();
         countdown_idle = c == 0;
         if (c == 0) {
-            countdown = IDLE_POLL; /* not sampling: ask again later */
+            countdown = IDLE_POLL - 1; /* not sampling: ask again later */
             return false;
         }
         if (n < c) {
-            countdown = c - n;
+            countdown = c - n - 1;
             return false;
         }
     }
     uint64_t c = memprof_sample_interval();
     countdown_idle = c == 0;
-    countdown = c ? c : IDLE_POLL;
+    countdown = (c ? c : IDLE_POLL) - 1;
     return is_small(n); /* larger requests are pymalloc's forwards: sampled by malloc's hooks */
 }
 
@@ -483,7 +498,7 @@ static void raw_free(void *ctx, void *p)
 /* One set of wrappers per domain (each must reach its own original without using ctx, which
  * is the original's own): RELOCATE mode's (the free is the original's) and WATCH mode's. */
 #define DEFINE_WRAPPERS(dom)                                                                       \
-    /* The hot ones: a compare and a subtraction, then a tail call of pymalloc (ctx is the         \
+    /* The hot ones: a subtraction (its borrow decides), then a tail call of pymalloc (ctx is the  \
      * original's own). Sample points go out of line. */                                           \
     __attribute__((noinline)) static void *dom##_malloc_slow(void *ctx, size_t n)                  \
     {                                                                                              \
@@ -496,10 +511,8 @@ static void raw_free(void *ctx, void *p)
     }                                                                                              \
     static void *dom##_malloc_reloc(void *ctx, size_t n)                                           \
     {                                                                                              \
-        if (__builtin_expect(n < countdown, 1)) {                                                  \
-            countdown -= n;                                                                        \
+        if (__builtin_expect(countdown_charge(n), 1))                                              \
             return dom##_orig.malloc(ctx, n);                                                      \
-        }                                                                                          \
         return dom##_malloc_slow(ctx, n);                                                          \
     }                                                                                              \
     __attribute__((noinline)) static void *dom##_calloc_slow(void *ctx, size_t nelem,              \
@@ -517,10 +530,8 @@ static void raw_free(void *ctx, void *p)
         size_t n;                                                                                  \
         if (__builtin_mul_overflow(nelem, elsize, &n)) /* fails in pymalloc: not charged */        \
             return dom##_orig.calloc(ctx, nelem, elsize);                                          \
-        if (__builtin_expect(n < countdown, 1)) {                                                  \
-            countdown -= n;                                                                        \
+        if (__builtin_expect(countdown_charge(n), 1))                                              \
             return dom##_orig.calloc(ctx, nelem, elsize);                                          \
-        }                                                                                          \
         return dom##_calloc_slow(ctx, nelem, elsize, n);                                           \
     }                                                                                              \
     /* The sample point falls within this request: only a result that stayed in the pools          \
@@ -542,10 +553,8 @@ static void raw_free(void *ctx, void *p)
     }                                                                                              \
     static void *dom##_realloc_reloc(void *ctx, void *old, size_t n)                               \
     {                                                                                              \
-        if (__builtin_expect(n < countdown, 1)) {                                                  \
-            countdown -= n;                                                                        \
+        if (__builtin_expect(countdown_charge(n), 1))                                              \
             return dom##_orig.realloc(ctx, old, n);                                                \
-        }                                                                                          \
         return dom##_realloc_slow(ctx, old, n);                                                    \
     }                                                                                              \
     static void *dom##_malloc_watch(void *ctx, size_t n)                                           \
@@ -708,7 +717,7 @@ void mp_pymem_set_active(int on)
 {
     /* A (re)start decides its first request afresh, whatever the countdown held. */
     countdown = 0;
-    countdown_idle = false;
+    countdown_idle = true;
     swap_domain(PYMEM_DOMAIN_MEM, mem_mode, &mem_installed, &mem_orig, on != 0);
     swap_domain(PYMEM_DOMAIN_OBJ, obj_mode, &obj_installed, &obj_orig, on != 0);
 }
