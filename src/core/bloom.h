@@ -62,6 +62,18 @@ struct memprof_bloom {
     _Atomic uint64_t rebuilds;
 };
 
+/* m with bit (bit mod 64) set. x86's bts takes the bit number modulo 64 by itself: one
+ * instruction where 1 << bit | m costs three, which is six fewer per free-path probe. */
+MEMPROF_INLINE uint64_t memprof__set_bit(uint64_t m, uint64_t bit)
+{
+#if defined(__x86_64__)
+    __asm__("btsq %1, %0" : "+r"(m) : "r"(bit) : "cc");
+    return m;
+#else
+    return m | (uint64_t)1 << (bit & 63);
+#endif
+}
+
 /* Where a key's bits are: the index of its word in a filter, and the four bits in `mask`.
  * The word's 64-byte line comes from the key's 4 KiB page (Fibonacci hashing of the page
  * number), so the frees of one page probe one cache line and a program's working set of pages
@@ -72,8 +84,10 @@ MEMPROF_INLINE size_t memprof__bloom_locate(const struct memprof_bloom *b, uint6
 {
     uint64_t line = ((key >> 12) * 0x9E3779B97F4A7C15ull) >> b->line_shift;
     uint64_t h = key * 0xD6E8FEB86659FD93ull;
-    *mask = ((uint64_t)1 << ((h >> 40) & 63)) | ((uint64_t)1 << ((h >> 46) & 63)) |
-            ((uint64_t)1 << ((h >> 52) & 63)) | ((uint64_t)1 << (h >> 58));
+    uint64_t m = memprof__set_bit(0, h >> 40);
+    m = memprof__set_bit(m, h >> 46);
+    m = memprof__set_bit(m, h >> 52);
+    *mask = memprof__set_bit(m, h >> 58);
     return (size_t)(line << 3 | ((h >> 37) & 7));
 }
 

@@ -104,12 +104,23 @@ static void maybe_rebuild_bloom(void)
         memprof__bloom_rebuild(&E.bloom, heapmap_keys, &E.hm, live);
 }
 
+static _Atomic uint64_t *not_sampled_slot(uint64_t key)
+{
+    return &E.not_sampled[(key * 0x9E3779B97F4A7C15ull) >> (64 - MEMPROF_NOT_SAMPLED_BITS)];
+}
+
 /* Inserts a sample for `key` with a known stack (insert half of the cold path). The
  * outside count goes up first, so that a free of the block cannot skip the filter; a sample
- * that does not go live takes it back. */
+ * that does not go live takes it back. The key leaves the not-sampled cache before anything
+ * else: a free of the block comes after this thread returned it, so it sees the entry gone. */
 static bool insert(uint64_t key, uint64_t size, uint32_t stack_id, uint64_t ts)
 {
     bool outside = is_outside(key), bloom = in_bloom(key);
+    if (bloom) {
+        uint64_t cached = key;
+        atomic_compare_exchange_strong_explicit(not_sampled_slot(key), &cached, 0,
+                                                memory_order_relaxed, memory_order_relaxed);
+    }
     if (outside)
         memprof_atomic_add_relaxed(&E.outside_live, 1);
     uint64_t token = bloom ? memprof__bloom_add_begin(&E.bloom, key) : 0;
@@ -135,6 +146,22 @@ static bool remove_sample(uint64_t key, struct memprof_hm_entry *out)
     memprof_atomic_add_relaxed(&E.freed_samples, 1);
     count_free(out);
     return true;
+}
+
+/* Removes the sample of a native block the Bloom filter said may be one. An address the heap
+ * map did not know goes to the not-sampled cache, which answers its next frees (the same
+ * address handed out again) without a search. The entry is stored before the caller's real
+ * free, hence before the allocator can hand the block out again to be sampled. */
+static bool remove_maybe_sampled(uint64_t key, struct memprof_hm_entry *out)
+{
+    _Atomic uint64_t *ns = not_sampled_slot(key);
+    if (memprof_atomic_load_relaxed(ns) == key)
+        return false;
+    if (remove_sample(key, out))
+        return true;
+    memprof_atomic_store_relaxed(ns, key);
+    memprof_atomic_add_relaxed(&E.free_misses, 1);
+    return false;
 }
 
 static void count_depth(unsigned native)
@@ -307,9 +334,9 @@ bool memprof__report_free(uint64_t key)
 
 void memprof__free_slow(void *ptr)
 {
-    /* The caller's filter probe said maybe: go to the heap map without probing again. */
+    /* The caller's filter probe said maybe: go on without probing again. */
     struct memprof_hm_entry e;
-    remove_sample((uint64_t)(uintptr_t)ptr, &e);
+    remove_maybe_sampled((uint64_t)(uintptr_t)ptr, &e);
 }
 
 void *memprof__sample_heap_alloc(size_t n, size_t align, bool zero)
@@ -332,9 +359,9 @@ bool memprof__take(void *ptr, struct memprof_hm_entry *out)
     if (!ptr)
         return false;
     uint64_t key = (uint64_t)(uintptr_t)ptr;
-    if (in_bloom(key) && !memprof__bloom_maybe(&E.bloom, key))
-        return false;
-    return remove_sample(key, out);
+    if (!in_bloom(key))
+        return remove_sample(key, out);
+    return memprof__bloom_maybe(&E.bloom, key) && remove_maybe_sampled(key, out);
 }
 
 void memprof__restore(const struct memprof_hm_entry *e)

@@ -52,6 +52,9 @@
 #define MEMPROF_DEFAULT_FRAMES 64u
 #define MEMPROF_SHALLOW_DEPTH  4u
 
+#define MEMPROF_NOT_SAMPLED_BITS  10
+#define MEMPROF_NOT_SAMPLED_SLOTS (1u << MEMPROF_NOT_SAMPLED_BITS)
+
 struct memprof_engine {
     /* Read by the free fast path on every free, in this order: keep them first, on one
      * cache line, and rarely written. */
@@ -88,6 +91,14 @@ struct memprof_engine {
     /* Live estimate maintained incrementally: rounded weights added on insert and the same
      * rounded weights subtracted on free, so it returns exactly to zero. */
     _Atomic int64_t live_est_bytes;
+
+    /* Addresses the Bloom filter let through to the heap map, which did not know them: a
+     * freed sample's bits stay set until a rebuild, and allocators hand the same address
+     * out again at once (glibc's tcache), so without this every later free of it would
+     * search the heap map. Direct-mapped; an entry is a fact ("not a live sample") until a
+     * sample of that address is inserted, which clears it first. */
+    _Atomic uint64_t not_sampled[MEMPROF_NOT_SAMPLED_SLOTS];
+    _Atomic uint64_t free_misses; /* frees that searched the heap map in vain */
 };
 
 extern MEMPROF_INTERNAL struct memprof_engine memprof__engine;

@@ -64,7 +64,7 @@ HOOK void *got_malloc(size_t n)
 
 HOOK void got_free(void *p)
 {
-    memprof__wrap_free(&real, p);
+    memprof__wrap_free(&real, p, false);
 }
 
 HOOK void *got_calloc(size_t n, size_t size)
@@ -74,12 +74,12 @@ HOOK void *got_calloc(size_t n, size_t size)
 
 HOOK void *got_realloc(void *p, size_t n)
 {
-    return memprof__wrap_realloc(&real, p, n);
+    return memprof__wrap_realloc(&real, p, n, false);
 }
 
 HOOK void *got_reallocarray(void *p, size_t n, size_t size)
 {
-    return memprof__wrap_reallocarray(&real, p, n, size);
+    return memprof__wrap_reallocarray(&real, p, n, size, false);
 }
 
 HOOK int got_posix_memalign(void **out, size_t align, size_t n)

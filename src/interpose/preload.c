@@ -227,7 +227,7 @@ EXPORT void free(void *p)
 {
     if (MEMPROF_UNLIKELY(memprof__bootstrap_owns(p)))
         return;
-    memprof__wrap_free(&real, p);
+    memprof__wrap_free(&real, p, true);
 }
 
 #if HAVE_FREE_SIZED
@@ -258,7 +258,7 @@ EXPORT void *realloc(void *old, size_t n)
 {
     if (MEMPROF_UNLIKELY(memprof__bootstrap_owns(old)))
         return realloc_bootstrap(old, n);
-    return memprof__wrap_realloc(&real, old, n);
+    return memprof__wrap_realloc(&real, old, n, true);
 }
 
 EXPORT void *reallocarray(void *old, size_t n, size_t size)

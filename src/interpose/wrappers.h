@@ -188,9 +188,12 @@ MEMPROF_INLINE void *memprof__wrap_malloc(const struct memprof_allocator *a, siz
     return memprof__malloc_sampled(a, n);
 }
 
-MEMPROF_INLINE void memprof__wrap_free(const struct memprof_allocator *a, void *p)
+/* `heap` (a constant at each call site): whether this backend's engine may have given out
+ * blocks of the sample heap. The GOT start never has one (only the preload plugin asks for
+ * it), and its frees and reallocs skip the range test. */
+MEMPROF_INLINE void memprof__wrap_free(const struct memprof_allocator *a, void *p, bool heap)
 {
-    if (MEMPROF_UNLIKELY(memprof__in_sample_heap(p))) {
+    if (heap && MEMPROF_UNLIKELY(memprof__in_sample_heap(p))) {
         memprof__free_sampled_block(p);
         return;
     }
@@ -210,25 +213,27 @@ MEMPROF_INLINE void *memprof__wrap_calloc(const struct memprof_allocator *a, siz
     return memprof__calloc_sampled(a, n, size, total);
 }
 
-MEMPROF_INLINE void *memprof__wrap_realloc(const struct memprof_allocator *a, void *old, size_t n)
+MEMPROF_INLINE void *memprof__wrap_realloc(const struct memprof_allocator *a, void *old, size_t n,
+                                           bool heap)
 {
     if (!old)
         return memprof__wrap_malloc(a, n);
     bool charge = memprof__sampler_charge(n);
-    if (MEMPROF_LIKELY(!charge && !memprof__in_sample_heap(old) && !memprof__maybe_sampled(old)))
+    if (MEMPROF_LIKELY(!charge && !(heap && memprof__in_sample_heap(old)) &&
+                       !memprof__maybe_sampled(old)))
         return a->realloc(old, n);
     return memprof__realloc_sampled(a, old, n, charge);
 }
 
 MEMPROF_INLINE void *memprof__wrap_reallocarray(const struct memprof_allocator *a, void *old,
-                                                size_t n, size_t size)
+                                                size_t n, size_t size, bool heap)
 {
     size_t total;
     if (__builtin_mul_overflow(n, size, &total)) {
         errno = ENOMEM;
         return NULL;
     }
-    return memprof__wrap_realloc(a, old, total);
+    return memprof__wrap_realloc(a, old, total, heap);
 }
 
 MEMPROF_INLINE int memprof__wrap_posix_memalign(const struct memprof_allocator *a, void **out,

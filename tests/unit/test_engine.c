@@ -5,7 +5,8 @@
  * an address range this test reserves and never touches), memprof__record() with explicit
  * stacks, and memprof__take() / memprof__restore(). They check live and freed samples, the
  * per-stack counters, the unbiased estimates in stats and snapshots, that frees are tracked
- * after stop and ignored after shutdown, drops and overflows being counted, re-entrancy,
+ * after stop and ignored after shutdown, the not-sampled cache of reused addresses (and
+ * that it never hides a new sample), drops and overflows being counted, re-entrancy,
  * Bloom-filter rebuilds under churn, seeded reproducibility, and a forked child. One engine per
  * process: meson.build runs each case as its own test.
  */
@@ -118,6 +119,52 @@ static void test_frees_remove_samples(void)
     EXPECT_EQ_U(s.live_samples, 0);
     EXPECT_EQ_U(s.freed_samples, 1000);
     EXPECT_EQ_U(s.estimated_live_bytes, 0);
+}
+
+static void test_reused_address_of_a_freed_sample_searches_the_heap_map_once(void)
+{
+    /* A freed sample's Bloom bits stay set, and allocators hand the same address out again
+     * at once: its later (unsampled) frees are answered by the not-sampled cache after the
+     * first search of the heap map. */
+    CHECK_EQ(fixture_start_engine(1, 0, 0, 42), 0);
+    char *blocks = fake_blocks(2, 64);
+    CHECK(blocks != NULL);
+    memprof__on_alloc(blocks, 64);      /* stays live: frees keep probing the filter */
+    memprof__on_alloc(blocks + 64, 64); /* the reused address */
+    memprof__on_free(blocks + 64);
+    EXPECT_EQ_U(fixture_stats().freed_samples, 1);
+    for (int i = 0; i < 100; i++)
+        memprof__on_free(blocks + 64);
+    EXPECT_EQ_U(memprof__engine.free_misses, 1);
+    memprof_stats s = fixture_stats();
+    EXPECT_EQ_U(s.live_samples, 1);
+    EXPECT_EQ_U(s.freed_samples, 1);
+}
+
+static void test_address_sampled_again_after_a_miss_is_found_by_its_free(void)
+{
+    CHECK_EQ(fixture_start_engine(1, 0, 0, 42), 0);
+    char *blocks = fake_blocks(2, 64);
+    CHECK(blocks != NULL);
+    memprof__on_alloc(blocks, 64);
+    memprof__on_alloc(blocks + 64, 64);
+    memprof__on_free(blocks + 64);
+    memprof__on_free(blocks + 64); /* a miss: now cached as not sampled */
+    EXPECT_EQ_U(memprof__engine.free_misses, 1);
+    /* Sampled again at the same address: the cache entry must not hide it. */
+    memprof__on_alloc(blocks + 64, 64);
+    EXPECT_EQ_U(fixture_stats().live_samples, 2);
+    memprof__on_free(blocks + 64);
+    EXPECT_EQ_U(fixture_stats().freed_samples, 2);
+    /* The same through realloc's take: a miss, then a sample at that address, taken. */
+    struct memprof_hm_entry e;
+    EXPECT(!memprof__take(blocks + 64, &e));
+    memprof__on_alloc(blocks + 64, 64);
+    EXPECT(memprof__take(blocks + 64, &e));
+    EXPECT_EQ_U(e.key, (uint64_t)(uintptr_t)(blocks + 64));
+    memprof_stats s = fixture_stats();
+    EXPECT_EQ_U(s.live_samples, 1);
+    EXPECT_EQ_U(s.freed_samples, 3);
 }
 
 static void test_per_stack_counters(void)
@@ -618,6 +665,8 @@ int main(int argc, char **argv)
     static const struct test_case cases[] = {
         TEST_CASE(test_rate_one_samples_every_allocation),
         TEST_CASE(test_frees_remove_samples),
+        TEST_CASE(test_reused_address_of_a_freed_sample_searches_the_heap_map_once),
+        TEST_CASE(test_address_sampled_again_after_a_miss_is_found_by_its_free),
         TEST_CASE(test_per_stack_counters),
         TEST_CASE(test_freed_stack_keeps_a_site_with_cumulative_counts),
         TEST_CASE(test_estimates_use_unbiased_weights),
