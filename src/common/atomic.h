@@ -17,7 +17,7 @@
 #define memprof_atomic_store_seqcst(p, v)  atomic_store_explicit((p), (v), memory_order_seq_cst)
 #define memprof_atomic_add_relaxed(p, v)   atomic_fetch_add_explicit((p), (v), memory_order_relaxed)
 #define memprof_atomic_sub_relaxed(p, v)   atomic_fetch_sub_explicit((p), (v), memory_order_relaxed)
-#define memprof_atomic_or_relaxed(p, v)    atomic_fetch_or_explicit((p), (v), memory_order_relaxed)
+#define memprof_atomic_or_seqcst(p, v)     atomic_fetch_or_explicit((p), (v), memory_order_seq_cst)
 #define memprof_atomic_exchange_acqrel(p, v)                                                       \
     atomic_exchange_explicit((p), (v), memory_order_acq_rel)
 /* Strong CAS: *expected is updated with the current value on failure. */

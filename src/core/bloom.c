@@ -54,7 +54,9 @@ static void filter_add(struct memprof_bloom *b, struct memprof_bloom_filter *f, 
 {
     uint64_t mask;
     size_t w = memprof__bloom_locate(b, key, &mask);
-    uint64_t old = memprof_atomic_or_relaxed(&f->words[w], mask);
+    /* seq_cst: an inserter's add must land after a rebuild's clear that its gen read follows
+     * (the rebuild's fence, below). */
+    uint64_t old = memprof_atomic_or_seqcst(&f->words[w], mask);
     uint64_t fresh = mask & ~old;
     if (fresh)
         memprof_atomic_add_relaxed(&f->ones, (uint64_t)__builtin_popcountll(fresh));
@@ -152,6 +154,11 @@ int memprof__bloom_rebuild(struct memprof_bloom *b,
         } else
             madvise((void *)f->words, filter_bytes(b), MADV_DONTNEED);
         memprof_atomic_store_relaxed(&f->ones, 0);
+        /* The clear must be complete before the scan reads the heap map: an inserter whose
+         * claim the scan misses claimed after this fence, so it re-reads an odd or newer gen
+         * and adds its key after the clear (otherwise a late store of the clear could wipe
+         * that add while the scan had already passed the slot). */
+        atomic_thread_fence(memory_order_seq_cst);
         struct rebuild_ctx ctx = {.b = b, .f = f};
         for_each_key(src, rebuild_add, &ctx);
         uint64_t cur = g + 1;

@@ -22,15 +22,15 @@
  *             decides). A filter is only cleared after gen moved past every generation in
  *             which it was active, so a reader that saw no change read a filter nobody was
  *             clearing.
- *   rebuilder (cold path, try-lock): gen := g + 1; clear the inactive filter; add every key
- *             claimed in the heap map; gen := g + 2 (it becomes the active one).
+ *   rebuilder (cold path, try-lock): gen := g + 1; clear the inactive filter; fence; add
+ *             every key claimed in the heap map; gen := g + 2 (it becomes the active one).
  *   inserter (cold path): g := gen; add the key to filter(g), and to the other filter if g
  *             is odd; claim the heap-map slot; then if gen is odd or no longer g, add the key
  *             to the filter(s) of the new generation.
- * All gen accesses in the cold paths are seq_cst. If a rebuild's scan missed the inserter's
- * slot, the claim came after the scan began, hence after the clear and after gen := g + 1,
- * so the inserter's re-read sees an odd or newer gen and adds the key to the new filter
- * after it was cleared. The memory is never unmapped while hooks can run; clearing a large
+ * All gen accesses and additions in the cold paths are seq_cst. If a rebuild's scan missed
+ * the inserter's slot, the claim came after the fence that follows the clear, so the
+ * inserter's re-read sees an odd or newer gen and adds the key to the new filter after it
+ * was cleared. The memory is never unmapped while hooks can run; clearing a large
  * filter returns its pages to the kernel (MADV_DONTNEED), so RSS follows the keys actually
  * present; a small one (the default size) is zeroed in place.
  */
