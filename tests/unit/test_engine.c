@@ -121,18 +121,27 @@ static void test_frees_remove_samples(void)
     EXPECT_EQ_U(s.estimated_live_bytes, 0);
 }
 
+/* Starts the engine at rate 1 with two samples, one live (so frees keep probing the Bloom
+ * filter) and one freed at blocks + 64, the address then handed out again. */
+static char *live_and_freed_sample(void)
+{
+    char *blocks = fake_blocks(2, 64);
+    if (!EXPECT_EQ(fixture_start_engine(1, 0, 0, 42), 0) || !EXPECT(blocks != NULL))
+        return NULL;
+    memprof__on_alloc(blocks, 64);
+    memprof__on_alloc(blocks + 64, 64);
+    memprof__on_free(blocks + 64);
+    EXPECT_EQ_U(fixture_stats().freed_samples, 1);
+    return blocks;
+}
+
 static void test_reused_address_of_a_freed_sample_searches_the_heap_map_once(void)
 {
     /* A freed sample's Bloom bits stay set, and allocators hand the same address out again
      * at once: its later (unsampled) frees are answered by the not-sampled cache after the
      * first search of the heap map. */
-    CHECK_EQ(fixture_start_engine(1, 0, 0, 42), 0);
-    char *blocks = fake_blocks(2, 64);
+    char *blocks = live_and_freed_sample();
     CHECK(blocks != NULL);
-    memprof__on_alloc(blocks, 64);      /* stays live: frees keep probing the filter */
-    memprof__on_alloc(blocks + 64, 64); /* the reused address */
-    memprof__on_free(blocks + 64);
-    EXPECT_EQ_U(fixture_stats().freed_samples, 1);
     for (int i = 0; i < 100; i++)
         memprof__on_free(blocks + 64);
     EXPECT_EQ_U(memprof__engine.free_misses, 1);
@@ -143,12 +152,8 @@ static void test_reused_address_of_a_freed_sample_searches_the_heap_map_once(voi
 
 static void test_address_sampled_again_after_a_miss_is_found_by_its_free(void)
 {
-    CHECK_EQ(fixture_start_engine(1, 0, 0, 42), 0);
-    char *blocks = fake_blocks(2, 64);
+    char *blocks = live_and_freed_sample();
     CHECK(blocks != NULL);
-    memprof__on_alloc(blocks, 64);
-    memprof__on_alloc(blocks + 64, 64);
-    memprof__on_free(blocks + 64);
     memprof__on_free(blocks + 64); /* a miss: now cached as not sampled */
     EXPECT_EQ_U(memprof__engine.free_misses, 1);
     /* Sampled again at the same address: the cache entry must not hide it. */
