@@ -9,15 +9,21 @@
  * scaling, other load on the machine); the median drops outliers.
  *
  * Workloads (every thread runs its own copy; sizes are drawn log-uniformly from 16 B to
- * 4 KiB, mean ~740 B, or uniformly with --sizes uniform, mean ~2 KiB):
+ * 4 KiB, mean ~740 B, or uniformly with --sizes uniform, mean ~2 KiB; each step picks its
+ * size from the thread's table of 4,096 at random. Walking the table in order made the
+ * sequence periodic, and on some seeds glibc settled into a cycle at ~14 ns a pair that
+ * one extra allocation anywhere broke for the rest of the run: the one sample the
+ * profiler took, or one leaked block without any profiler, cost ~10 ns a pair there.
+ * Thread 4 had such a seed, so the four-thread row measured that, not threads):
  *   churn   a small live set: each thread cycles through 64 slots, freeing the block in
  *           a slot and allocating a new one of a random size (allocator caches stay hot)
  *   live1m  about 1M live blocks over all threads; each step frees the block in a random
  *           slot and allocates a new one (cache misses in the allocator and in the
  *           profiler's Bloom filter)
- * Each thread first runs half its steps untimed (warm-up). Time is each thread's CPU time (CLOCK_THREAD_CPUTIME_ID) over its loop divided by its
- * pairs, averaged over threads: so 8 threads on 2 cores measure contention (shared cache
- * lines show up as CPU time) rather than the oversubscription of the machine.
+ * Each thread first runs half its steps untimed (warm-up). Time is each thread's CPU time
+ * (CLOCK_THREAD_CPUTIME_ID) over its loop divided by its pairs, averaged over threads: so
+ * 8 threads on 2 cores measure contention (shared cache lines show up as CPU time) rather
+ * than the oversubscription of the machine.
  *
  * With the plugin, MEMPROF_RATE is set to each rate asked for (default 512 KiB and 64 KiB)
  * and MEMPROF_START=1; nothing is written. Rate 0 means "hooks only": the plugin is loaded
@@ -67,16 +73,16 @@ struct options {
     int nrates;
     int workloads[MAX_LIST];
     int nworkloads;
-    uint64_t ops;      /* pairs per thread; 0 = per-workload default */
+    uint64_t ops; /* pairs per thread; 0 = per-workload default */
     int uniform_sizes;
     const char *preload;
 };
 
 /* ---- the child: runs one workload and prints its result ------------------------------- */
 
-#define SIZE_TABLE 4096u /* precomputed sizes per thread (a power of two) */
+#define SIZE_TABLE  4096u /* precomputed sizes per thread (a power of two) */
 #define CHURN_SLOTS 64u
-#define LIVE_TOTAL (1u << 20)
+#define LIVE_TOTAL  (1u << 20)
 
 struct worker {
     pthread_t tid;
@@ -145,7 +151,7 @@ static void *worker_main(void *arg)
                 t0 = thread_cpu_ns();
             size_t slot = i & (CHURN_SLOTS - 1);
             free(w->slots[slot]);
-            char *p = malloc(w->sizes[i & (SIZE_TABLE - 1)]);
+            char *p = malloc(w->sizes[(xorshift(&rng) >> 52) & (SIZE_TABLE - 1)]);
             *(volatile char *)p = (char)i;
             w->slots[slot] = p;
         }
@@ -153,9 +159,10 @@ static void *worker_main(void *arg)
         for (uint64_t i = 0; i < total; i++) {
             if (i == w->ops / 2)
                 t0 = thread_cpu_ns();
-            size_t slot = (size_t)(xorshift(&rng) % w->nslots);
+            uint64_t r = xorshift(&rng);
+            size_t slot = (size_t)(r % w->nslots);
             free(w->slots[slot]);
-            char *p = malloc(w->sizes[i & (SIZE_TABLE - 1)]);
+            char *p = malloc(w->sizes[(r >> 52) & (SIZE_TABLE - 1)]);
             *(volatile char *)p = (char)i;
             w->slots[slot] = p;
         }
@@ -224,8 +231,8 @@ struct result {
     long long samples;
 };
 
-static int run_child(const struct options *o, int wl, unsigned threads, uint64_t ops,
-                     int with, uint64_t rate, struct result *out)
+static int run_child(const struct options *o, int wl, unsigned threads, uint64_t ops, int with,
+                     uint64_t rate, struct result *out)
 {
     int fds[2];
     if (pipe(fds) != 0)
@@ -272,8 +279,8 @@ static int run_child(const struct options *o, int wl, unsigned threads, uint64_t
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
         sscanf(buf, "ns=%lf samples=%lld", &out->ns, &out->samples) != 2) {
-        fprintf(stderr, "bench_fastpath: child (%s, %u threads, %s) failed\n",
-                workload_names[wl], threads, with ? "with the profiler" : "without");
+        fprintf(stderr, "bench_fastpath: child (%s, %u threads, %s) failed\n", workload_names[wl],
+                threads, with ? "with the profiler" : "without");
         return -1;
     }
     return 0;
@@ -441,15 +448,14 @@ int main(int argc, char **argv)
                 }
                 if (!ok) {
                     failed = 1;
-                    printf("| %s | %u | %s | failed | | | | |\n", workload_names[wl], threads,
-                           rl);
+                    printf("| %s | %u | %s | failed | | | | |\n", workload_names[wl], threads, rl);
                     continue;
                 }
                 double ma = median(a, pairs), mb = median(b, pairs);
                 /* Per child: the set-up allocations (live1m's 1M blocks) included. */
                 double per_run = (double)samples / pairs;
-                printf("| %s | %u | %s | %.2f | %.2f | %+.2f | %.3f | %.0f |\n",
-                       workload_names[wl], threads, rl, ma, mb, mb - ma, mb / ma, per_run);
+                printf("| %s | %u | %s | %.2f | %.2f | %+.2f | %.3f | %.0f |\n", workload_names[wl],
+                       threads, rl, ma, mb, mb - ma, mb / ma, per_run);
                 fflush(stdout);
             }
         }
