@@ -4,9 +4,9 @@
  *
  * The same workload runs in child processes of this program, alternately without (A) and
  * with (B) LD_PRELOAD of libmemprof-preload.so (A B A B ..., --pairs pairs), and the table
- * shows the medians: CPU nanoseconds per malloc+free pair without and with the profiler,
- * the difference and the ratio. Alternating in one run cancels most drift (frequency
- * scaling, other load on the machine); the median drops outliers.
+ * shows medians over the pairs: CPU nanoseconds per malloc+free pair without and with the
+ * profiler, and each pair's difference and ratio. Alternating in one run cancels most drift
+ * (frequency scaling, other load on the machine); the median drops outliers.
  *
  * Workloads (every thread runs its own copy; sizes are drawn log-uniformly from 16 B to
  * 4 KiB, mean ~740 B, or uniformly with --sizes uniform, mean ~2 KiB; each step picks its
@@ -428,7 +428,7 @@ int main(int argc, char **argv)
                     ops = wl == WL_CHURN ? (o.quick ? 1000000 : 4000000)
                                          : (o.quick ? 500000 : 2000000);
                 ops = ops / threads ? ops / threads : 1; /* per thread */
-                double a[64], b[64];
+                double a[64], b[64], added[64], ratio[64];
                 long long samples = 0;
                 int pairs = o.pairs > 64 ? 64 : o.pairs, ok = 1;
                 char rl[32];
@@ -444,6 +444,8 @@ int main(int argc, char **argv)
                     }
                     a[p] = ra.ns;
                     b[p] = rb.ns;
+                    added[p] = rb.ns - ra.ns;
+                    ratio[p] = rb.ns / ra.ns;
                     samples += rb.samples > 0 ? rb.samples : 0;
                 }
                 if (!ok) {
@@ -451,11 +453,14 @@ int main(int argc, char **argv)
                     printf("| %s | %u | %s | failed | | | | |\n", workload_names[wl], threads, rl);
                     continue;
                 }
+                /* The added cost and the ratio are medians over the pairs: each pair's
+                 * two runs are back to back, so drift longer than a pair cancels. */
                 double ma = median(a, pairs), mb = median(b, pairs);
+                double md = median(added, pairs), mr = median(ratio, pairs);
                 /* Per child: the set-up allocations (live1m's 1M blocks) included. */
                 double per_run = (double)samples / pairs;
                 printf("| %s | %u | %s | %.2f | %.2f | %+.2f | %.3f | %.0f |\n", workload_names[wl],
-                       threads, rl, ma, mb, mb - ma, mb / ma, per_run);
+                       threads, rl, ma, mb, md, mr, per_run);
                 fflush(stdout);
             }
         }
