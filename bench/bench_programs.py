@@ -506,7 +506,7 @@ def main():
     ap.add_argument("--no-memprof", action="store_true")
     ap.add_argument("--instructions", action="store_true")
     args = ap.parse_args()
-    pairs = args.pairs or (5 if args.quick else 7)
+    pairs = args.pairs or (5 if args.quick else 9)
     wanted = [p for p in args.programs.split(",") if p]
 
     work = tempfile.mkdtemp(prefix="memprof-bench-programs-")
