@@ -43,8 +43,15 @@ static double now_s(void)
 
 static uint64_t next_id = 1;
 
+/* Each level a real frame (gcc: noipa; clang has none, and needs no tail calls). */
+#if defined(__clang__)
+#define KEEP_FRAME __attribute__((noinline, disable_tail_calls))
+#else
+#define KEEP_FRAME __attribute__((noipa))
+#endif
+
 /* Recurses to DEPTH frames, then reports `n` sampled allocations from the leaf. */
-__attribute__((noipa)) static double at_depth(int depth, int n)
+KEEP_FRAME static double at_depth(int depth, int n)
 {
     if (depth > 1) {
         double t = at_depth(depth - 1, n);

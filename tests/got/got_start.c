@@ -15,24 +15,25 @@
 #include <string.h>
 
 #include <memprof/memprof.h>
+#include "../keep_frame.h"
 
-#define N_OWN 1500
+#define N_OWN    1500
 #define OWN_SIZE 40000
-#define N_DUP 20000
-#define DUP_LEN 1500
-#define N_DSO 1000
+#define N_DUP    20000
+#define DUP_LEN  1500
+#define N_DSO    1000
 #define DSO_SIZE 30000
 
 static int failures;
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);       \
-            failures++;                                                                    \
-        }                                                                                  \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 
-__attribute__((noipa)) static void *own_alloc(size_t n)
+TEST_KEEP_FRAME static void *own_alloc(size_t n)
 {
     void *p = malloc(n);
     memset(p, 1, n);

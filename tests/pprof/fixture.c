@@ -20,6 +20,7 @@
 
 #include "core/engine.h"
 #include "export/pprof.h"
+#include "../keep_frame.h"
 
 /* ---- the hand-built profile ------------------------------------------------------------------ */
 
@@ -205,16 +206,8 @@ const struct memprof_profile *fixture_rich(void)
 
 static uint64_t next_id = 1;
 
-/* Each function keeps its own frame (gcc's noipa also stops cloning and identical-code
- * folding; clang has only noinline). */
-#if defined(__clang__)
-#define FIXTURE_NOINLINE __attribute__((noinline))
-#else
-#define FIXTURE_NOINLINE __attribute__((noipa))
-#endif
-
-FIXTURE_NOINLINE void fixture_alloc_leaf(size_t n);
-FIXTURE_NOINLINE void fixture_alloc_leaf(size_t n)
+TEST_KEEP_FRAME void fixture_alloc_leaf(size_t n);
+TEST_KEEP_FRAME void fixture_alloc_leaf(size_t n)
 {
     memprof_report_alloc(next_id++, n);
     __asm__ volatile("" ::: "memory");
@@ -226,15 +219,15 @@ static inline __attribute__((always_inline)) void fixture_inlined_fill(unsigned 
         fixture_alloc_leaf(n);
 }
 
-FIXTURE_NOINLINE void fixture_build_big(void);
-FIXTURE_NOINLINE void fixture_build_big(void)
+TEST_KEEP_FRAME void fixture_build_big(void);
+TEST_KEEP_FRAME void fixture_build_big(void)
 {
     fixture_inlined_fill(4, 100000);
     __asm__ volatile("" ::: "memory");
 }
 
-FIXTURE_NOINLINE void fixture_build_small(void);
-FIXTURE_NOINLINE void fixture_build_small(void)
+TEST_KEEP_FRAME void fixture_build_small(void);
+TEST_KEEP_FRAME void fixture_build_small(void)
 {
     for (unsigned i = 0; i < 10; i++)
         fixture_alloc_leaf(1000);

@@ -17,14 +17,15 @@
 #include <memprof/runtime.h>
 
 #include "core/engine.h"
+#include "../keep_frame.h"
 
 static int failures;
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);       \
-            failures++;                                                                    \
-        }                                                                                  \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 
 /* ---- the fake interpreter ----------------------------------------------------------------- */
@@ -67,7 +68,7 @@ static int fake_is_eval(void *ctx, const char *function, const char *module, uin
 static uint64_t next_block = 1;
 
 /* Native code called by interpreted code: allocates through the custom allocator API. */
-__attribute__((noipa)) static void native_alloc(size_t n)
+TEST_KEEP_FRAME static void native_alloc(size_t n)
 {
     int rc = memprof_report_alloc(next_block++, n);
     CHECK(rc == 1); /* at rate 1 a 64 KiB block is always sampled */
@@ -78,8 +79,7 @@ typedef void (*native_fn)(void);
 
 /* Runs `count` interpreted frames (ids first..first+count-1, the first one an entry), then
  * calls into native code. */
-__attribute__((noipa)) static void fake_eval_loop(uint64_t first, unsigned count,
-                                                     native_fn then)
+TEST_KEEP_FRAME static void fake_eval_loop(uint64_t first, unsigned count, native_fn then)
 {
     for (unsigned i = 0; i < count; i++)
         frame_stack[frame_depth++] = (first + i) | (i == 0 ? ENTRY_BIT : 0);
@@ -88,26 +88,26 @@ __attribute__((noipa)) static void fake_eval_loop(uint64_t first, unsigned count
     __asm__ volatile("" ::: "memory");
 }
 
-__attribute__((noipa)) static void alloc_once(void)
+TEST_KEEP_FRAME static void alloc_once(void)
 {
     native_alloc(65536);
     __asm__ volatile("" ::: "memory");
 }
 
 /* A native extension function that calls back into the interpreter. */
-__attribute__((noipa)) static void native_callback(void)
+TEST_KEEP_FRAME static void native_callback(void)
 {
     fake_eval_loop(20, 2, alloc_once);
     __asm__ volatile("" ::: "memory");
 }
 
-__attribute__((noipa)) static void run_flat(void)
+TEST_KEEP_FRAME static void run_flat(void)
 {
     fake_eval_loop(1, 3, alloc_once);
     __asm__ volatile("" ::: "memory");
 }
 
-__attribute__((noipa)) static void run_nested(void)
+TEST_KEEP_FRAME static void run_nested(void)
 {
     fake_eval_loop(10, 2, native_callback);
     __asm__ volatile("" ::: "memory");
@@ -225,8 +225,11 @@ int main(void)
         fprintf(stderr, "cannot start the engine\n");
         return 1;
     }
-    memprof_frame_source src = {.size = sizeof src, .name = "fake", .capture = fake_capture,
-                                .resolve = fake_resolve, .is_eval_frame = fake_is_eval};
+    memprof_frame_source src = {.size = sizeof src,
+                                .name = "fake",
+                                .capture = fake_capture,
+                                .resolve = fake_resolve,
+                                .is_eval_frame = fake_is_eval};
     int id = memprof_register_frame_source(&src);
     CHECK(id >= 0);
     test_registration_is_validated();

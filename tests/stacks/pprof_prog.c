@@ -7,10 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../keep_frame.h"
 
 static void *keep[3000];
 
-__attribute__((noipa)) static void *grab_bytes(size_t n)
+TEST_KEEP_FRAME static void *grab_bytes(size_t n)
 {
     void *p = malloc(n);
     memset(p, 7, n);
@@ -24,13 +25,13 @@ static inline __attribute__((always_inline)) void fill_table(int from, int count
         keep[i] = grab_bytes(n);
 }
 
-__attribute__((noipa)) static void load_table(void)
+TEST_KEEP_FRAME static void load_table(void)
 {
     fill_table(0, 1500, 40000);
     __asm__ volatile("" ::: "memory");
 }
 
-__attribute__((noipa)) static void load_cache(void)
+TEST_KEEP_FRAME static void load_cache(void)
 {
     for (int i = 1500; i < 3000; i++)
         keep[i] = grab_bytes(20000);

@@ -15,33 +15,26 @@
 #include <string.h>
 
 #include <memprof/memprof.h>
+#include "../keep_frame.h"
 
 #define A_COUNT 1000
 #define A_SIZE  40000 /* path a: 40 MB */
 #define B_COUNT 3000
-#define B_SIZE  5000  /* path b: 15 MB */
+#define B_SIZE  5000 /* path b: 15 MB */
 
 static int failures;
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);       \
-            failures++;                                                                    \
-        }                                                                                  \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
-
-/* Keep the chain's functions out of line (gcc: no inlining, cloning or IPA; clang has no
- * noipa, and noinline is enough there). */
-#if defined(__clang__)
-#define KEEP __attribute__((noinline))
-#else
-#define KEEP __attribute__((noipa))
-#endif
 
 static void *blocks[A_COUNT + B_COUNT];
 static int nblocks;
 
-KEEP static void *alloc_block(size_t n)
+TEST_KEEP_FRAME static void *alloc_block(size_t n)
 {
     void *p = malloc(n);
     memset(p, 0x5a, n);
@@ -55,13 +48,13 @@ static inline __attribute__((always_inline)) void fill_a(int count)
         blocks[nblocks++] = alloc_block(A_SIZE);
 }
 
-KEEP static void build_a(void)
+TEST_KEEP_FRAME static void build_a(void)
 {
     fill_a(A_COUNT);
     __asm__ volatile("" ::: "memory");
 }
 
-KEEP static void build_b(void)
+TEST_KEEP_FRAME static void build_b(void)
 {
     for (int i = 0; i < B_COUNT; i++)
         blocks[nblocks++] = alloc_block(B_SIZE);

@@ -10,17 +10,18 @@
 #include <string.h>
 
 #include <memprof/memprof.h>
+#include "../keep_frame.h"
 
 static int failures;
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);       \
-            failures++;                                                                    \
-        }                                                                                  \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 
-__attribute__((noipa)) static void *hidden_alloc(size_t n)
+TEST_KEEP_FRAME static void *hidden_alloc(size_t n)
 {
     void *p = malloc(n);
     memset(p, 1, n);

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include <memprof/memprof.h>
+#include "../keep_frame.h"
 
 #define RATE    ((uint64_t)16384)
 #define SMALL_N 150000 /* 64 B: p = 0.0039, ~590 samples */
@@ -76,7 +77,7 @@ static void add_truth(struct truth *t, uint64_t size)
 }
 
 /* Each site is its own function, so its blocks have their own stack (leaf frame). */
-__attribute__((noipa)) static void small_site(void **blocks, struct truth *t)
+TEST_KEEP_FRAME static void small_site(void **blocks, struct truth *t)
 {
     for (int i = 0; i < SMALL_N; i++) {
         blocks[i] = malloc(64);
@@ -85,7 +86,7 @@ __attribute__((noipa)) static void small_site(void **blocks, struct truth *t)
     __asm__ volatile("" ::: "memory");
 }
 
-__attribute__((noipa)) static void large_site(void **blocks, struct truth *t, uint64_t *data)
+TEST_KEEP_FRAME static void large_site(void **blocks, struct truth *t, uint64_t *data)
 {
     for (int i = 0; i < LARGE_N; i++) {
         uint64_t size = 32 * RATE + splitmix(data) % (96 * RATE);
@@ -97,7 +98,7 @@ __attribute__((noipa)) static void large_site(void **blocks, struct truth *t, ui
 
 /* A block is allocated small, then realloc()ed to its final size: the truth is the final
  * block, and the first one's sample (if any) must leave the live set. */
-__attribute__((noipa)) static void mixed_site(void **blocks, struct truth *t, uint64_t *data)
+TEST_KEEP_FRAME static void mixed_site(void **blocks, struct truth *t, uint64_t *data)
 {
     for (int i = 0; i < MIXED_N; i++) {
         uint64_t size = (uint64_t)(16.0 * exp(log(16384.0) * unit(data)));

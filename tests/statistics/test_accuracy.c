@@ -34,6 +34,7 @@
 #include "core/estimate.h"
 #include "memprof/memprof.h"
 #include "test.h"
+#include "../keep_frame.h"
 
 #define KIB ((uint64_t)1024)
 #define MIB (KIB * KIB)
@@ -202,7 +203,7 @@ struct seed_ctx {
 
 /* The leaf of every site's call chain: performs a run of one site's operations as the hooks
  * would. */
-__attribute__((noipa)) static void apply_ops(struct seed_ctx *c)
+TEST_KEEP_FRAME static void apply_ops(struct seed_ctx *c)
 {
     for (size_t i = c->run_begin; i < c->run_end; i++) {
         const struct op *o = &c->ops[i];
@@ -223,19 +224,19 @@ static void chain(struct seed_ctx *c, unsigned site, unsigned level);
 
 /* One level of the chain for a 0 or 1 bit of the site number: distinct return addresses,
  * so each site's allocations have their own stack. */
-__attribute__((noipa)) static void via_bit0(struct seed_ctx *c, unsigned site, unsigned level)
+TEST_KEEP_FRAME static void via_bit0(struct seed_ctx *c, unsigned site, unsigned level)
 {
     chain(c, site, level + 1);
     __asm__ volatile("" ::: "memory");
 }
 
-__attribute__((noipa)) static void via_bit1(struct seed_ctx *c, unsigned site, unsigned level)
+TEST_KEEP_FRAME static void via_bit1(struct seed_ctx *c, unsigned site, unsigned level)
 {
     chain(c, site, level + 1);
     __asm__ volatile("" ::: "memory");
 }
 
-__attribute__((noipa)) static void chain(struct seed_ctx *c, unsigned site, unsigned level)
+TEST_KEEP_FRAME static void chain(struct seed_ctx *c, unsigned site, unsigned level)
 {
     if (level == SITE_BITS)
         apply_ops(c);
@@ -247,7 +248,7 @@ __attribute__((noipa)) static void chain(struct seed_ctx *c, unsigned site, unsi
 }
 
 /* Runs the generated operations, each run of one site's through that site's chain. */
-__attribute__((noipa)) static void execute(struct seed_ctx *c)
+TEST_KEEP_FRAME static void execute(struct seed_ctx *c)
 {
     for (size_t i = 0; i < c->nops;) {
         size_t j = i + 1;
