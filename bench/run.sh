@@ -96,8 +96,9 @@ memprof_log "bench_rss ..."
     echo
     echo "## Fast-path cost: small live set (churn)"
     echo
-    echo "CPU ns per malloc+free pair per thread, medians of alternating runs without and with"
-    echo "LD_PRELOAD of the plugin (bench_fastpath). Target: at most +2 ns at the default rate"
+    echo "CPU ns per malloc+free pair per thread in alternating runs without and with"
+    echo "LD_PRELOAD of the plugin (bench_fastpath): medians of each arm, and of each pair's"
+    echo "difference (added) and ratio. Target: at most +2 ns at the default rate"
     echo "(512 KiB) with 1 thread, and no growth with threads. \"hooks only\" loads the plugin"
     echo "without starting the profiler (MEMPROF_START=0)."
     echo
