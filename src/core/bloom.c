@@ -52,8 +52,9 @@ void memprof__bloom_destroy(struct memprof_bloom *b)
 
 static void filter_add(struct memprof_bloom *b, struct memprof_bloom_filter *f, uint64_t key)
 {
-    uint64_t mask;
-    size_t w = memprof__bloom_locate(b, key, &mask);
+    uint64_t h;
+    size_t w = memprof__bloom_word(b, key, &h);
+    uint64_t mask = memprof__bloom_mask(h);
     /* seq_cst: an inserter's add must land after a rebuild's clear that its gen read follows
      * (the rebuild's fence, below). */
     uint64_t old = memprof_atomic_or_seqcst(&f->words[w], mask);

@@ -74,29 +74,41 @@ MEMPROF_INLINE uint64_t memprof__set_bit(uint64_t m, uint64_t bit)
 #endif
 }
 
-/* Where a key's bits are: the index of its word in a filter, and the four bits in `mask`.
- * The word's 64-byte line comes from the key's 4 KiB page (Fibonacci hashing of the page
- * number), so the frees of one page probe one cache line and a program's working set of pages
- * costs as many lines, not one per block; the word within the line and the bits come from a
- * multiplicative hash of the whole key (its top bits depend on every key bit). */
-MEMPROF_INLINE size_t memprof__bloom_locate(const struct memprof_bloom *b, uint64_t key,
-                                            uint64_t *mask)
+/* Where a key's bits are: the index of its word in a filter, and (memprof__bloom_mask) the
+ * four bits within it, both from *h. The word's 64-byte line comes from the key's 4 KiB page
+ * (Fibonacci hashing of the page number), so the frees of one page probe one cache line and
+ * a program's working set of pages costs as many lines, not one per block; the word within
+ * the line and the bits come from a multiplicative hash of the whole key (its top bits
+ * depend on every key bit). */
+MEMPROF_INLINE size_t memprof__bloom_word(const struct memprof_bloom *b, uint64_t key,
+                                          uint64_t *h)
 {
     uint64_t line = ((key >> 12) * 0x9E3779B97F4A7C15ull) >> b->line_shift;
-    uint64_t h = key * 0xD6E8FEB86659FD93ull;
+    *h = key * 0xD6E8FEB86659FD93ull;
+    return (size_t)(line << 3 | ((*h >> 37) & 7));
+}
+
+MEMPROF_INLINE uint64_t memprof__bloom_mask(uint64_t h)
+{
     uint64_t m = memprof__set_bit(0, h >> 40);
     m = memprof__set_bit(m, h >> 46);
     m = memprof__set_bit(m, h >> 52);
-    *mask = memprof__set_bit(m, h >> 58);
-    return (size_t)(line << 3 | ((h >> 37) & 7));
+    return memprof__set_bit(m, h >> 58);
 }
 
+/* A word without any key answers "no" before the mask is built: the filter holds two bits
+ * per potential sample and a program a few thousand live ones at most, so nearly every word
+ * a free probes is zero, and the mask's dependent chain of four bit sets (a third of the
+ * probe's instructions) runs only for the rest. */
 MEMPROF_INLINE bool memprof__bloom_filter_maybe(const struct memprof_bloom *b,
                                                 const struct memprof_bloom_filter *f, uint64_t key)
 {
-    uint64_t mask;
-    size_t w = memprof__bloom_locate(b, key, &mask);
-    return (memprof_atomic_load_relaxed(&f->words[w]) & mask) == mask;
+    uint64_t h;
+    uint64_t word = memprof_atomic_load_relaxed(&f->words[memprof__bloom_word(b, key, &h)]);
+    if (MEMPROF_LIKELY(word == 0))
+        return false;
+    uint64_t mask = memprof__bloom_mask(h);
+    return (word & mask) == mask;
 }
 
 /* The free-path check: false means "certainly not sampled". */
