@@ -5,9 +5,9 @@
  * Register-blocked (Lang et al., "Performance-Optimal Filtering: Bloom Overtakes Cuckoo at
  * High Throughput", VLDB 2019; the cache-line blocking of Putze, Sanders and Singler, 2007,
  * taken down to one word): the k = 4 bits of a key all lie in one 64-bit word, so every
- * answer is one load and a mask compare without branches. At the filter's two bits per
- * potential sample this costs about twice the false positives of an unblocked filter,
- * which at typical loads (a few thousand samples) stay far below 0.1 %. No false negatives,
+ * answer is one load and a mask compare. At the filter's two bits per potential sample
+ * this costs about twice the false positives of an unblocked filter, which at typical loads
+ * (a few thousand samples) stay far below 0.1 %. No false negatives,
  * ever; false positives only send a free to the heap-map lookup.
  *
  * Bits cannot be cleared one key at a time, and allocators reuse the same addresses, so a
@@ -80,8 +80,7 @@ MEMPROF_INLINE uint64_t memprof__set_bit(uint64_t m, uint64_t bit)
  * a program's working set of pages costs as many lines, not one per block; the word within
  * the line and the bits come from a multiplicative hash of the whole key (its top bits
  * depend on every key bit). */
-MEMPROF_INLINE size_t memprof__bloom_word(const struct memprof_bloom *b, uint64_t key,
-                                          uint64_t *h)
+MEMPROF_INLINE size_t memprof__bloom_word(const struct memprof_bloom *b, uint64_t key, uint64_t *h)
 {
     uint64_t line = ((key >> 12) * 0x9E3779B97F4A7C15ull) >> b->line_shift;
     *h = key * 0xD6E8FEB86659FD93ull;
