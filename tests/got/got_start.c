@@ -16,6 +16,7 @@
 
 #include <memprof/memprof.h>
 #include "../keep_frame.h"
+#include "../check.h"
 
 #define N_OWN    1500
 #define OWN_SIZE 40000
@@ -23,15 +24,6 @@
 #define DUP_LEN  1500
 #define N_DSO    1000
 #define DSO_SIZE 30000
-
-static int failures;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 TEST_KEEP_FRAME static void *own_alloc(size_t n)
 {

@@ -22,15 +22,7 @@
 #include "export/protobuf.h"
 #include "fixture.h"
 #include "memprof/memprof.h"
-
-static int failures;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "../check.h"
 
 /* A small deterministic PRNG (xorshift64*): the same corruptions on every run. */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;

@@ -18,15 +18,7 @@
 
 #include "core/engine.h"
 #include "../keep_frame.h"
-
-static int failures;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "../check.h"
 
 /* ---- the fake interpreter ----------------------------------------------------------------- */
 

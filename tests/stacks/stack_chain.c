@@ -16,20 +16,12 @@
 
 #include <memprof/memprof.h>
 #include "../keep_frame.h"
+#include "../check.h"
 
 #define A_COUNT 1000
 #define A_SIZE  40000 /* path a: 40 MB */
 #define B_COUNT 3000
 #define B_SIZE  5000 /* path b: 15 MB */
-
-static int failures;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 static void *blocks[A_COUNT + B_COUNT];
 static int nblocks;

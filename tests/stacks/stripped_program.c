@@ -11,15 +11,7 @@
 
 #include <memprof/memprof.h>
 #include "../keep_frame.h"
-
-static int failures;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "../check.h"
 
 TEST_KEEP_FRAME static void *hidden_alloc(size_t n)
 {

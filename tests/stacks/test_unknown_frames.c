@@ -14,26 +14,18 @@
 #include <memprof/memprof.h>
 
 #include "core/engine.h"
-
-static int failures;
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);       \
-            failures++;                                                                    \
-        }                                                                                  \
-    } while (0)
+#include "../check.h"
 
 int main(void)
 {
     memprof__backend_register();
     if (memprof_init(1) != 0 || memprof_start() != 0)
         return 1;
-    unsigned char *jit = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
-                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned char *jit =
+        mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(jit != MAP_FAILED);
-    uintptr_t frames[] = {(uintptr_t)jit + 100, 0x10, (uintptr_t)0xdeadbeef000ull,
-                          (uintptr_t)-4096, (uintptr_t)main + 1};
+    uintptr_t frames[] = {(uintptr_t)jit + 100, 0x10, (uintptr_t)0xdeadbeef000ull, (uintptr_t)-4096,
+                          (uintptr_t)main + 1};
     memprof__record(0x1000, 4096, frames, 5, false);
     memprof_snapshot *s = NULL;
     CHECK(memprof_get_snapshot(&s) == 0);

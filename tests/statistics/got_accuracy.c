@@ -24,20 +24,12 @@
 
 #include <memprof/memprof.h>
 #include "../keep_frame.h"
+#include "../check.h"
 
 #define RATE    ((uint64_t)16384)
 #define SMALL_N 150000 /* 64 B: p = 0.0039, ~590 samples */
 #define LARGE_N 40     /* 512 KiB to 2 MiB: p >= 1 - e^-32 */
 #define MIXED_N 3000   /* log-uniform 16 B to 256 KiB, through realloc: ~1000 samples */
-
-static int failures;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 enum { SMALL, LARGE, MIXED, NSITES };
 static const char *const site_fn[NSITES] = {"small_site", "large_site", "mixed_site"};
