@@ -7,8 +7,8 @@
  * taken down to one word): the k = 4 bits of a key all lie in one 64-bit word, so every
  * answer is one load and a mask compare. At the filter's two bits per potential sample
  * this costs about twice the false positives of an unblocked filter, which at typical loads
- * (a few thousand samples) stay far below 0.1 %. No false negatives,
- * ever; false positives only send a free to the heap-map lookup.
+ * (a few thousand samples) stay far below 0.1 %. No false negatives, ever; false positives
+ * only send a free to the heap-map lookup.
  *
  * Bits cannot be cleared one key at a time, and allocators reuse the same addresses, so a
  * filter fills with the bits of long-freed samples. It is therefore rebuilt from the heap
