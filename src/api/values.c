@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Parsing of sampling rates and signal names, and path-template expansion (values.h).
+ * Parsing of switches, sampling rates and signal names, and path-template expansion
+ * (values.h).
  */
 #define _GNU_SOURCE
 #include "api/values.h"
@@ -13,6 +14,17 @@
 #include <strings.h>
 
 #include "core/engine.h"
+
+int memprof__parse_bool(const char *v)
+{
+    if (!v)
+        return -1;
+    if (!strcmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "true") || !strcasecmp(v, "on"))
+        return 1;
+    if (!strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "false") || !strcasecmp(v, "off"))
+        return 0;
+    return -1;
+}
 
 uint64_t memprof__parse_rate(const char *v)
 {

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The values users type -- sampling rates, signal names, profile path templates -- parsed
- * once for the preload plugin's environment (MEMPROF_RATE, MEMPROF_SIGNAL, MEMPROF_OUTPUT)
- * and the memprof command's options, so both accept and expand exactly the same spellings.
+ * once for the environment (the preload plugin's MEMPROF_RATE, MEMPROF_SIGNAL,
+ * MEMPROF_OUTPUT; MEMPROF_SAMPLE_HEAP, which the GOT start reads too) and the memprof
+ * command's options, so both accept and expand exactly the same spellings.
  */
 #ifndef MEMPROF_API_VALUES_H
 #define MEMPROF_API_VALUES_H
@@ -17,6 +18,9 @@
 /* A rate in bytes: digits with an optional K, M or G suffix (binary; "Ki", "KiB" also
  * accepted), from 1 to 2^40. Returns 0 if invalid. */
 MEMPROF_INTERNAL uint64_t memprof__parse_rate(const char *v);
+/* A switch: 1, yes, true or on gives 1; 0, no, false or off gives 0 (words in any case);
+ * anything else -1. */
+MEMPROF_INTERNAL int memprof__parse_bool(const char *v);
 /* A catchable signal by name (with or without "SIG", any case) or number; signals that
  * cannot be caught or mean a crash (KILL, STOP, SEGV, BUS, FPE, ILL) are refused.
  * Returns 0 if invalid. */

@@ -344,14 +344,17 @@ void *memprof__sample_heap_alloc(size_t n, size_t align, bool zero)
     return memprof__sheap_alloc(&E.sheap, n, align, zero);
 }
 
-void memprof__free_sampled_block(void *ptr)
+bool memprof__free_sampled_block(void *ptr)
 {
+    if (!memprof__sheap_holds(&E.sheap, ptr))
+        return false;
     /* After shutdown the engine ignores frees (as the Bloom filter, disabled, makes it do
      * for other blocks); the block is still recycled. */
     struct memprof_hm_entry e;
     if (memprof_atomic_load_acquire(&E.state) != MEMPROF_STATE_SHUTDOWN)
         remove_sample((uint64_t)(uintptr_t)ptr, &e);
     memprof__sheap_free(&E.sheap, ptr);
+    return true;
 }
 
 bool memprof__take(void *ptr, struct memprof_hm_entry *out)
@@ -423,7 +426,7 @@ int memprof__engine_init(const struct memprof_engine_config *cfg)
     }
     /* Without the reservation sampled blocks come from the real allocator: slower frees,
      * same results. */
-    if (rc == 0 && E.sheap_wanted && memprof__sheap_init(&E.sheap) != 0 && E.log_fn)
+    if (rc == 0 && E.sheap_wanted && memprof__sheap_init(&E.sheap, 0) != 0 && E.log_fn)
         E.log_fn(E.log_ctx, MEMPROF_LOG_INFO,
                  "sample heap unavailable (address space limited or mapping failed)");
     E.mapped_bytes = E.hm.nslots * sizeof(struct memprof_hm_slot) + E.bloom.nwords * 16 +
@@ -521,6 +524,24 @@ int memprof__engine_use_sample_heap(void)
         return -EALREADY;
     E.sheap_wanted = true;
     return 0;
+}
+
+int memprof__engine_use_framed_sample_heap(size_t page)
+{
+    int st = memprof_atomic_load_acquire(&E.state);
+    if (st != MEMPROF_STATE_INITIALIZED && st != MEMPROF_STATE_STOPPED)
+        return -EINVAL;
+    if (E.sheap.size)
+        return -EALREADY;
+    if (E.rate < MEMPROF_FRAMED_MIN_PAGES * page)
+        return -ERANGE;
+    uint8_t g = memprof__guard_enter();
+    int rc = memprof__sheap_init(&E.sheap, page);
+    memprof__guard_leave(g);
+    if (rc != 0 && E.log_fn)
+        E.log_fn(E.log_ctx, MEMPROF_LOG_INFO,
+                 "sample heap unavailable (address space limited or mapping failed)");
+    return rc;
 }
 
 void memprof__engine_own_code(const void *addr)

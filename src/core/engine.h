@@ -129,6 +129,15 @@ MEMPROF_INTERNAL void memprof__backend_register(void);
  * block of that heap).
  * Returns 0, or -EALREADY after init (nothing changes). */
 MEMPROF_INTERNAL int memprof__engine_use_sample_heap(void);
+/* For a backend in front of glibc that cannot see every free() (the GOT start): after init,
+ * before the backend's hooks can allocate, sets up the sample heap with its blocks framed as
+ * glibc's mmap()ed chunks (sampleheap.h), which glibc's own free() and realloc() accept. A
+ * framed block takes at least a page, so only at rates of MEMPROF_FRAMED_MIN_PAGES pages or
+ * more (at most 1/64 more memory than the live heap's, if every sample is small).
+ * Returns 0; -ERANGE for a lower rate; -EALREADY if the engine has a sample heap; -EINVAL
+ * unless initialised and not active; -ENOMEM if the range cannot be reserved. */
+#define MEMPROF_FRAMED_MIN_PAGES 64u
+MEMPROF_INTERNAL int memprof__engine_use_framed_sample_heap(size_t page);
 /* Marks the object containing `addr` as profiler code, skipped at the leaf end of stacks. */
 MEMPROF_INTERNAL void memprof__engine_own_code(const void *addr);
 
@@ -166,18 +175,28 @@ MEMPROF_INLINE void memprof__on_alloc(void *ptr, size_t size)
         memprof__alloc_slow(ptr, size);
 }
 
-/* Whether ptr is a block of the sample heap: the backend must then not hand it to the real
- * allocator but to memprof__free_sampled_block() (or realloc it itself). */
+/* Whether ptr lies in the sample heap's range (the free path's test): then the backend
+ * must not hand it to the real allocator but to memprof__free_sampled_block() (or, if
+ * memprof__sample_heap_block() confirms it, realloc it itself). */
 MEMPROF_INLINE bool memprof__in_sample_heap(const void *ptr)
 {
     return memprof__sheap_owns(&memprof__engine.sheap, ptr);
 }
 
+/* The cold confirmation: ptr, in the range, is the sample heap's block (with framing, not
+ * the real allocator's block in a hole glibc left there; sampleheap.h). */
+MEMPROF_INLINE bool memprof__sample_heap_block(const void *ptr)
+{
+    return memprof__sheap_holds(&memprof__engine.sheap, ptr);
+}
+
 /* A block of the sample heap for a sampled allocation (between memprof__sample_begin() and
  * memprof__sample_end()), or NULL: then the block comes from the real allocator. */
 MEMPROF_INTERNAL void *memprof__sample_heap_alloc(size_t n, size_t align, bool zero);
-/* The free of a block of the sample heap: removes its sample and recycles the block. */
-MEMPROF_INTERNAL MEMPROF_COLD void memprof__free_sampled_block(void *ptr);
+/* The free of a block in the sample heap's range: removes its sample and recycles the
+ * block. False (nothing done) if memprof__sample_heap_block() denies it: the real allocator
+ * frees it. */
+MEMPROF_INTERNAL MEMPROF_COLD bool memprof__free_sampled_block(void *ptr);
 
 /* Whether ptr (not a block of the sample heap) may be a live sample: false means certainly
  * not. Nothing live outside the sample heap (the usual case under the preload plugin, and in

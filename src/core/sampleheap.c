@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The sample heap (design in sampleheap.h): power-of-two slots in one sparse reservation,
- * a bump index and a tagged lock-free free list per size class.
+ * a bump index and a tagged lock-free free list per size class, and optionally glibc's
+ * chunk header in front of every block.
  */
 #include "core/sampleheap.h"
 
@@ -17,7 +18,7 @@
 #define HEADERS                                                                                    \
     (((MEMPROF_SHEAP_CLASSES * sizeof(struct memprof_sheap_class)) + 4095) & ~(size_t)4095)
 
-int memprof__sheap_init(struct memprof_sheap *h)
+int memprof__sheap_init(struct memprof_sheap *h, size_t frame)
 {
     /* Slots are aligned to their size only if every class's sub-range is, so the range
      * starts on a multiple of the largest class: map one class more and trim. */
@@ -33,6 +34,7 @@ int memprof__sheap_init(struct memprof_sheap *h)
         memprof__pf_unmap((void *)(base + size + HEADERS), lo + total - (base + size + HEADERS));
     /* Fresh mappings are zero: every class starts empty. */
     h->classes = (struct memprof_sheap_class *)(base + size);
+    h->frame = frame;
     h->base = base;
     h->size = size;
     return 0;
@@ -45,6 +47,7 @@ void memprof__sheap_destroy(struct memprof_sheap *h)
     h->base = 0;
     h->size = 0;
     h->classes = NULL;
+    h->frame = 0;
 }
 
 /* The class of a request: the log2 of its slot size, or MEMPROF_SHEAP_MAX_SHIFT + 1 if too
@@ -62,6 +65,12 @@ static unsigned shift_of(const struct memprof_sheap *h, const void *p)
 {
     return (unsigned)(((uintptr_t)p - h->base) >> MEMPROF_SHEAP_RANGE_SHIFT) +
            MEMPROF_SHEAP_MIN_SHIFT;
+}
+
+/* The slot holding block p (its first byte, unless the block is framed). */
+static inline uintptr_t slot_of(const void *p, unsigned shift)
+{
+    return (uintptr_t)p & ~(((uintptr_t)1 << shift) - 1);
 }
 
 static inline uintptr_t slot_addr(const struct memprof_sheap *h, unsigned shift, uint64_t index)
@@ -108,10 +117,38 @@ static void push(const struct memprof_sheap *h, struct memprof_sheap_class *k, u
     }
 }
 
+/* glibc's IS_MMAPPED bit in a chunk's size word. */
+#define CHUNK_MMAPPED ((uint64_t)2)
+/* glibc's chunk header: prev_size and size, the two words before the block. */
+#define CHUNK_HEADER (2 * sizeof(uint64_t))
+
+/* The block of a slot: the slot itself, or with framing the slot `lead` bytes in behind a
+ * chunk header that tells glibc to unmap the whole slot (sampleheap.h). */
+static void *block_in(uintptr_t slot, size_t slot_size, size_t lead)
+{
+    if (!lead)
+        return (void *)slot;
+    uint64_t offset = lead - CHUNK_HEADER;
+    /* prev_size may be the slot's link word, which a thread whose pop lost the race may
+     * still read: stored atomically. */
+    memprof_atomic_store_relaxed((_Atomic uint64_t *)(slot + offset), offset);
+    ((uint64_t *)(slot + lead))[-1] = (slot_size - offset) | CHUNK_MMAPPED;
+    return (void *)(slot + lead);
+}
+
 void *memprof__sheap_alloc(struct memprof_sheap *h, size_t n, size_t align, bool zero)
 {
     if (!h->size)
         return NULL;
+    size_t lead = 0;
+    if (h->frame) {
+        lead = align > CHUNK_HEADER ? align : CHUNK_HEADER;
+        if (n > SIZE_MAX - lead)
+            return NULL;
+        n += lead;
+        if (align < h->frame)
+            align = h->frame;
+    }
     unsigned shift = shift_for(n > align ? n : align);
     if (shift > MEMPROF_SHEAP_MAX_SHIFT)
         return NULL;
@@ -128,7 +165,7 @@ void *memprof__sheap_alloc(struct memprof_sheap *h, size_t n, size_t align, bool
             if (slot_size < MEMPROF_SHEAP_RELEASE_MIN)
                 memset((char *)p + sizeof(uint64_t), 0, slot_size - sizeof(uint64_t));
         }
-        return p;
+        return block_in((uintptr_t)p, slot_size, lead);
     }
     uint64_t cap = RANGE >> shift;
     /* Fresh memory is zero. A bump past the end is left standing: the class is full for
@@ -138,25 +175,46 @@ void *memprof__sheap_alloc(struct memprof_sheap *h, size_t n, size_t align, bool
     index = memprof_atomic_add_relaxed(&k->bumped, 1);
     if (index >= cap)
         return NULL;
-    return (void *)slot_addr(h, shift, index);
+    return block_in(slot_addr(h, shift, index), slot_size, lead);
 }
 
 void memprof__sheap_free(struct memprof_sheap *h, void *p)
 {
     unsigned shift = shift_of(h, p);
     size_t slot_size = (size_t)1 << shift;
+    uintptr_t slot = slot_of(p, shift);
     if (slot_size >= MEMPROF_SHEAP_RELEASE_MIN)
-        memprof__pf_release(p, slot_size);
-    uint64_t index = (((uintptr_t)p - h->base) & (RANGE - 1)) >> shift;
+        memprof__pf_release((void *)slot, slot_size);
+    uint64_t index = ((slot - h->base) & (RANGE - 1)) >> shift;
     push(h, &h->classes[shift - MEMPROF_SHEAP_MIN_SHIFT], shift, index);
+}
+
+bool memprof__sheap_holds(const struct memprof_sheap *h, const void *p)
+{
+    if (!h->frame)
+        return true;
+    /* A block handed to free() or realloc() is mapped, and so are the header words glibc
+     * keeps before it: reading them is safe whoever the block's owner is. */
+    unsigned shift = shift_of(h, p);
+    size_t slot_size = (size_t)1 << shift, lead = (uintptr_t)p - slot_of(p, shift);
+    if (slot_size < h->frame || lead < CHUNK_HEADER)
+        return false;
+    const uint64_t *w = p;
+    return w[-2] == lead - CHUNK_HEADER && w[-1] == ((slot_size - w[-2]) | CHUNK_MMAPPED);
 }
 
 size_t memprof__sheap_usable(const struct memprof_sheap *h, const void *p)
 {
-    return (size_t)1 << shift_of(h, p);
+    unsigned shift = shift_of(h, p);
+    return ((size_t)1 << shift) - ((uintptr_t)p - slot_of(p, shift));
 }
 
 bool memprof__sheap_fits(const struct memprof_sheap *h, const void *p, size_t n)
 {
-    return shift_for(n) == shift_of(h, p);
+    unsigned shift = shift_of(h, p);
+    size_t lead = (uintptr_t)p - slot_of(p, shift);
+    if (n > SIZE_MAX - lead)
+        return false;
+    n += lead;
+    return shift_for(n > h->frame ? n : h->frame) == shift;
 }

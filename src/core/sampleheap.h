@@ -28,6 +28,19 @@
  * A request the heap cannot serve (a class full, a block above 1 GiB, no reservation) gets
  * NULL, and the caller takes the block from the real allocator instead: such samples are
  * tracked by the heap map and the Bloom filter as before.
+ *
+ * Chunk framing (the GOT start). A backend that cannot see every free() -- code may hold
+ * glibc's free() in a pointer taken before profiling started -- can still use the heap if
+ * its blocks are ones glibc's free(), realloc() and malloc_usable_size() accept: glibc's
+ * own mmap()ed chunks. With framing, every slot is at least a page and its block starts a
+ * `lead` of 16 bytes (or the alignment asked for) into it, preceded by the two words of
+ * glibc's chunk header: the lead minus 16 ("prev_size", the chunk's offset in its mapping)
+ * and the slot size minus that offset with the IS_MMAPPED bit. glibc then frees such a block
+ * by unmapping its slot (the heap never learns, and never reuses the slot) and reallocs it
+ * with mremap(). Because a slot unmapped that way leaves a hole the kernel may reuse, a
+ * framed block is only taken for the heap's when its header is intact
+ * (memprof__sheap_holds()). The price is a page of memory per live block, which is why
+ * the engine frames only at rates far above a page.
  */
 #ifndef MEMPROF_CORE_SAMPLEHEAP_H
 #define MEMPROF_CORE_SAMPLEHEAP_H
@@ -60,12 +73,15 @@ struct memprof_sheap {
     /* The classes' headers, in the reservation's last page (outside [base, base + size)),
      * so that this struct stays three words on the free path's cache line. */
     struct memprof_sheap_class *classes;
+    /* 0, or the page size when blocks are framed as glibc's mmap()ed chunks (above). */
+    size_t frame;
 };
 
-/* Reserves the address range. Returns 0, or -ENOMEM if it cannot be had (the address space
+/* Reserves the address range; `frame` is 0, or the page size to frame every block as a
+ * glibc mmap()ed chunk (above). Returns 0, or -ENOMEM if it cannot be had (the address space
  * is limited by RLIMIT_AS, or the mapping failed); the heap then stays empty and serves
  * nothing. Not thread-safe: called once before any allocation can reach the heap. */
-int memprof__sheap_init(struct memprof_sheap *h);
+int memprof__sheap_init(struct memprof_sheap *h, size_t frame);
 /* Unmaps the range. Only when no block can still be in use (tests). */
 void memprof__sheap_destroy(struct memprof_sheap *h);
 
@@ -82,7 +98,11 @@ void *memprof__sheap_alloc(struct memprof_sheap *h, size_t n, size_t align, bool
 /* Returns a block of the heap. Lock-free; may give its pages back to the kernel (a system
  * call for blocks of MEMPROF_SHEAP_RELEASE_MIN bytes or more); leaves errno alone. */
 void memprof__sheap_free(struct memprof_sheap *h, void *p);
-/* The usable size of a block of the heap (its class size). */
+/* Whether p, which memprof__sheap_owns(), is a live-or-free block of the heap rather than
+ * someone else's in a hole left by glibc's unmapping of a framed slot: always true without
+ * framing. Callers ask in cold paths only, before handing p to the heap. */
+MEMPROF_INTERNAL bool memprof__sheap_holds(const struct memprof_sheap *h, const void *p);
+/* The usable size of a block of the heap (its slot size, less the lead if framed). */
 MEMPROF_INTERNAL size_t memprof__sheap_usable(const struct memprof_sheap *h, const void *p);
 /* Whether a block of n bytes (n > 0) would get the slot size of block p, so that realloc
  * can keep p where it is. */

@@ -21,6 +21,13 @@
  *   (nothing live, or the Bloom filter says no). The dynamic loader's own allocations use
  *   its private pointers to libc's allocator, not GOT slots, and stay invisible; the loader
  *   and this library are not patched.
+ * - Code may hold libc's free() in a pointer taken before patching (pthread_key_create(&k,
+ *   free), obstacks), so a sampled block can reach libc's free() directly. Sampled blocks
+ *   therefore come from the sample heap only in glibc's own mmap()ed-chunk format, which
+ *   libc's free(), realloc() and malloc_usable_size() handle (sampleheap.h, "Chunk
+ *   framing"); that costs a page per live sample and is used at rates of 64 pages or more,
+ *   unless MEMPROF_SAMPLE_HEAP=0. Otherwise sampled blocks are libc's and frees ask the
+ *   Bloom filter.
  * Shutdown leaves the hooks in place: they become pass-throughs (the engine ignores them).
  */
 #define _GNU_SOURCE
@@ -38,6 +45,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/values.h"
 #include "core/engine.h"
 #include "core/imports.h"
 #include "interpose/wrappers.h"
@@ -64,7 +72,7 @@ HOOK void *got_malloc(size_t n)
 
 HOOK void got_free(void *p)
 {
-    memprof__wrap_free(&real, p, false);
+    memprof__wrap_free(&real, p, true);
 }
 
 HOOK void *got_calloc(size_t n, size_t size)
@@ -74,12 +82,12 @@ HOOK void *got_calloc(size_t n, size_t size)
 
 HOOK void *got_realloc(void *p, size_t n)
 {
-    return memprof__wrap_realloc(&real, p, n, false);
+    return memprof__wrap_realloc(&real, p, n, true);
 }
 
 HOOK void *got_reallocarray(void *p, size_t n, size_t size)
 {
-    return memprof__wrap_reallocarray(&real, p, n, size, false);
+    return memprof__wrap_reallocarray(&real, p, n, size, true);
 }
 
 HOOK int got_posix_memalign(void **out, size_t align, size_t n)
@@ -293,6 +301,8 @@ int memprof__got_install(void)
         dl_iterate_phdr(self_cb, (void *)memprof__got_install);
         rc = find_real();
         if (rc == 0) {
+            if (memprof__parse_bool(getenv("MEMPROF_SAMPLE_HEAP")) != 0)
+                memprof__engine_use_framed_sample_heap(page_size);
             patch_all();
             installed = 1;
             memprof__backend_register();

@@ -69,10 +69,9 @@ static int parse_bool(const char *name, const char *v, int dflt)
 {
     if (!v)
         return dflt;
-    if (!strcmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "true") || !strcasecmp(v, "on"))
-        return 1;
-    if (!strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "false") || !strcasecmp(v, "off"))
-        return 0;
+    int b = memprof__parse_bool(v);
+    if (b >= 0)
+        return b;
     say("memprof: ignoring %s='%s': expected 1 or 0; using %d", name, v, dflt);
     return dflt;
 }

@@ -35,8 +35,9 @@ struct memprof_allocator {
 /* The sampled halves of the hot wrappers, out of line: the unsampled case then ends in a
  * tail call of the real function (no frame of ours, no return through us). In the sampling
  * text section so stack capture skips their frames. A sampled block comes from the sample
- * heap when the engine has one (only backends that see every free ask for it) and it can
- * serve the request exactly as the real allocator would; otherwise from the real allocator. */
+ * heap when the engine has one (the preload plugin's, or the GOT start's with glibc's chunk
+ * framing) and it can serve the request exactly as the real allocator would; otherwise from
+ * the real allocator. */
 MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE __attribute__((unused)) void *
 memprof__malloc_sampled(const struct memprof_allocator *a, size_t n)
 {
@@ -106,7 +107,7 @@ memprof__realloc_sampled(const struct memprof_allocator *a, void *old, size_t n,
 {
     int saved = 0;
     bool sample = charge && memprof__sample_begin(n, &saved);
-    if (memprof__in_sample_heap(old))
+    if (memprof__in_sample_heap(old) && memprof__sample_heap_block(old))
         return memprof__realloc_heap_block(a, old, n, sample, saved);
     struct memprof_hm_entry taken;
     void *p = sample ? memprof__sample_heap_alloc(n, 0, false) : NULL;
@@ -189,14 +190,11 @@ MEMPROF_INLINE void *memprof__wrap_malloc(const struct memprof_allocator *a, siz
 }
 
 /* `heap` (a constant at each call site): whether this backend's engine may have given out
- * blocks of the sample heap. The GOT start never has one (only the preload plugin asks for
- * it), and its frees and reallocs skip the range test. */
+ * blocks of the sample heap; a backend that never asks for it skips the range test. */
 MEMPROF_INLINE void memprof__wrap_free(const struct memprof_allocator *a, void *p, bool heap)
 {
-    if (heap && MEMPROF_UNLIKELY(memprof__in_sample_heap(p))) {
-        memprof__free_sampled_block(p);
+    if (heap && MEMPROF_UNLIKELY(memprof__in_sample_heap(p)) && memprof__free_sampled_block(p))
         return;
-    }
     memprof__on_free(p);
     a->free(p);
 }

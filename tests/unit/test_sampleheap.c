@@ -5,8 +5,12 @@
  * aligned to their class (and to any power-of-two alignment asked for), at least as large as
  * asked, zeroed when asked even after reuse, recycled after a free, given back to the kernel
  * when large; requests it cannot serve get NULL; and threads allocating and freeing at once
- * never get the same block twice.
+ * never get the same block twice. With chunk framing (the GOT start's heap), blocks carry
+ * glibc's mmap()ed-chunk header, which glibc's own free(), realloc() and malloc_usable_size()
+ * accept, and a block whose header is not the heap's is not taken for one.
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
@@ -21,7 +25,37 @@
 static bool setup(struct memprof_sheap *h)
 {
     *h = (struct memprof_sheap){0};
-    return memprof__sheap_init(h) == 0;
+    return memprof__sheap_init(h, 0) == 0;
+}
+
+static size_t page_size(void)
+{
+    return (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static bool setup_framed(struct memprof_sheap *h)
+{
+    *h = (struct memprof_sheap){0};
+    return memprof__sheap_init(h, page_size()) == 0;
+}
+
+/* glibc's own functions, not whatever the test is linked with (ASan's under -fsanitize). */
+struct libc_allocator {
+    void (*free)(void *);
+    void *(*realloc)(void *, size_t);
+    size_t (*usable)(void *);
+};
+
+static bool find_libc(struct libc_allocator *a)
+{
+    void *libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
+    if (!libc)
+        return false;
+    a->free = (void (*)(void *))dlsym(libc, "free");
+    a->realloc = (void *(*)(void *, size_t))dlsym(libc, "realloc");
+    a->usable = (size_t(*)(void *))dlsym(libc, "malloc_usable_size");
+    dlclose(libc);
+    return a->free && a->realloc && a->usable;
 }
 
 static void test_blocks_are_owned_and_nothing_else_is(void)
@@ -108,6 +142,98 @@ static void test_zeroed_blocks_are_zero_after_reuse(void)
     memprof__sheap_destroy(&h);
 }
 
+static bool is_power_of_two_or_zero(uintptr_t v)
+{
+    return (v & (v - 1)) == 0;
+}
+
+static void test_framed_blocks_carry_glibc_mmapped_chunk_headers(void)
+{
+    struct memprof_sheap h;
+    CHECK(setup_framed(&h));
+    size_t page = page_size();
+    size_t sizes[] = {1, 100, 4000, 4080, 4081, 100000, (size_t)3 << 20};
+    size_t aligns[] = {0, 16, 32, 64, 4096, 16384};
+    for (size_t i = 0; i < MEMPROF_ARRAY_SIZE(sizes); i++) {
+        for (size_t j = 0; j < MEMPROF_ARRAY_SIZE(aligns); j++) {
+            size_t n = sizes[i], align = aligns[j];
+            char *p = memprof__sheap_alloc(&h, n, align, false);
+            CHECK(p != NULL);
+            const uint64_t *w = (const uint64_t *)p;
+            uint64_t prev = w[-2], size = w[-1] & ~(uint64_t)7;
+            uintptr_t mapping = (uintptr_t)p - 16 - prev;
+            EXPECT(w[-1] & 2);                                  /* IS_MMAPPED */
+            EXPECT(mapping % page == 0 && (prev + size) % page == 0); /* glibc's munmap_chunk */
+            EXPECT(is_power_of_two_or_zero((uintptr_t)p & (page - 1)));
+            EXPECT(align == 0 || (uintptr_t)p % align == 0);
+            EXPECT((uintptr_t)p % 16 == 0);
+            EXPECT_EQ_U(memprof__sheap_usable(&h, p), size - 16); /* glibc's usable size */
+            EXPECT(size - 16 >= n);
+            EXPECT(memprof__sheap_holds(&h, p));
+            EXPECT(memprof__sheap_fits(&h, p, n));
+            EXPECT(!memprof__sheap_fits(&h, p, 2 * size));
+            memset(p, 0xab, n);
+            memprof__sheap_free(&h, p);
+        }
+    }
+    memprof__sheap_destroy(&h);
+}
+
+static void test_glibc_frees_reallocs_and_sizes_framed_blocks(void)
+{
+    struct libc_allocator libc;
+    CHECK(find_libc(&libc));
+    struct memprof_sheap h;
+    CHECK(setup_framed(&h));
+    char *p = memprof__sheap_alloc(&h, 100, 0, false);
+    CHECK(p != NULL);
+    EXPECT_EQ_U(libc.usable(p), memprof__sheap_usable(&h, p));
+    libc.free(p); /* unmaps the slot; the heap never hands it out again */
+    char *q = memprof__sheap_alloc(&h, 100, 0, false);
+    EXPECT(q != NULL && q != p);
+    memset(q, 7, 100);
+    char *r = libc.realloc(q, (size_t)1 << 20); /* mremap()s the slot away */
+    CHECK(r != NULL);
+    size_t same = 0;
+    for (size_t i = 0; i < 100; i++)
+        same += r[i] == 7;
+    EXPECT_EQ_U(same, 100);
+    libc.free(r);
+    char *aligned = memprof__sheap_alloc(&h, 24, 256, false);
+    CHECK(aligned != NULL);
+    EXPECT_EQ_U(libc.usable(aligned), memprof__sheap_usable(&h, aligned));
+    libc.free(aligned);
+    memprof__sheap_destroy(&h);
+}
+
+static void test_only_blocks_with_the_heaps_header_are_held(void)
+{
+    struct memprof_sheap h;
+    CHECK(setup_framed(&h));
+    char *p = memprof__sheap_alloc(&h, 100, 0, false);
+    CHECK(p != NULL);
+    uint64_t *w = (uint64_t *)p;
+    EXPECT(memprof__sheap_holds(&h, p));
+    EXPECT(!memprof__sheap_holds(&h, p + 16)); /* not where the heap puts blocks */
+    uint64_t size = w[-1];
+    w[-1] = (size & ~(uint64_t)7) * 2 | 2; /* someone else's chunk, twice the size */
+    EXPECT(!memprof__sheap_holds(&h, p));
+    w[-1] = size;
+    w[-2] = 4096;
+    EXPECT(!memprof__sheap_holds(&h, p));
+    w[-2] = 0;
+    EXPECT(memprof__sheap_holds(&h, p));
+    memprof__sheap_free(&h, p);
+    memprof__sheap_destroy(&h);
+
+    struct memprof_sheap plain;
+    CHECK(setup(&plain));
+    char *b = memprof__sheap_alloc(&plain, 100, 0, false);
+    EXPECT(memprof__sheap_holds(&plain, b)); /* without framing, the range decides */
+    memprof__sheap_free(&plain, b);
+    memprof__sheap_destroy(&plain);
+}
+
 static size_t resident_pages(const void *p, size_t len)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE), n = len / page, count = 0;
@@ -165,7 +291,7 @@ static void test_a_limited_address_space_gets_no_heap(void)
         if (setrlimit(RLIMIT_AS, &lim) != 0)
             _exit(2);
         struct memprof_sheap h = {0};
-        int rc = memprof__sheap_init(&h);
+        int rc = memprof__sheap_init(&h, 0);
         _exit(rc == -ENOMEM && h.size == 0 && memprof__sheap_alloc(&h, 16, 0, false) == NULL ? 0
                                                                                              : 1);
     }
@@ -220,10 +346,10 @@ static void *churn_thread(void *arg)
     return NULL;
 }
 
-static void test_threads_never_share_a_block(void)
+static void threads_never_share_a_block(bool framed)
 {
     struct memprof_sheap h;
-    CHECK(setup(&h));
+    CHECK(framed ? setup_framed(&h) : setup(&h));
     enum { THREADS = 8 };
     pthread_t t[THREADS];
     struct churn c[THREADS];
@@ -238,6 +364,16 @@ static void test_threads_never_share_a_block(void)
     memprof__sheap_destroy(&h);
 }
 
+static void test_threads_never_share_a_block(void)
+{
+    threads_never_share_a_block(false);
+}
+
+static void test_threads_never_share_a_framed_block(void)
+{
+    threads_never_share_a_block(true);
+}
+
 int main(int argc, char **argv)
 {
     static const struct test_case cases[] = {
@@ -250,6 +386,10 @@ int main(int argc, char **argv)
         TEST_CASE(test_requests_it_cannot_serve_get_null),
         TEST_CASE(test_a_limited_address_space_gets_no_heap),
         TEST_CASE(test_threads_never_share_a_block),
+        TEST_CASE(test_framed_blocks_carry_glibc_mmapped_chunk_headers),
+        TEST_CASE(test_glibc_frees_reallocs_and_sizes_framed_blocks),
+        TEST_CASE(test_only_blocks_with_the_heaps_header_are_held),
+        TEST_CASE(test_threads_never_share_a_framed_block),
     };
     return TEST_MAIN(cases, false);
 }
