@@ -21,12 +21,14 @@
  * and realloc name the plugin: preload_retarget.c) calls memprof__engine_use_sample_heap()
  * before init, and sampled blocks then come from the sample heap (sampleheap.h): their frees
  * are recognised by address range (memprof__free_sampled_block()), and every other free costs
- * one compare and one load. Otherwise (the GOT backend, which cannot reach pointers to free
- * taken before it started; MEMPROF_SAMPLE_HEAP=0; requests the heap cannot serve) a sampled
- * block is the real allocator's, an "outside" sample found by the Bloom filter and the heap
- * map; while none is live, a free costs one load. Fork: a pthread_atfork child handler
- * re-seeds the surviving thread and releases anything a vanished thread might
- * have held (the Bloom rebuild try-lock).
+ * one compare and one load. The GOT backend, which cannot reach pointers to free taken before
+ * it started, calls memprof__engine_use_framed_sample_heap() instead: the same heap with
+ * blocks glibc's own free() also accepts, at rates where the page each one takes is
+ * affordable. Otherwise (lower rates there; MEMPROF_SAMPLE_HEAP=0; requests the heap cannot
+ * serve) a sampled block is the real allocator's, an "outside" sample found by the Bloom
+ * filter and the heap map; while none is live, a free costs one load. Fork: a pthread_atfork child
+ * handler re-seeds the surviving thread and releases anything a vanished thread might have held
+ * (the Bloom rebuild try-lock).
  */
 #ifndef MEMPROF_CORE_ENGINE_H
 #define MEMPROF_CORE_ENGINE_H

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The sample heap: where the preload backend puts the blocks it samples (unless
+ * The sample heap: where the backends put the blocks they sample (unless
  * MEMPROF_SAMPLE_HEAP=0), so that free() can tell a sampled block from any other by its
  * address alone.
  *
@@ -10,9 +10,10 @@
  * compare against a read-mostly range, whatever the number of threads or live samples;
  * jemalloc's and tcmalloc's samplers get the same effect by owning the allocator. Sampled
  * blocks are about one allocation in several hundred at the default rate, so this heap can
- * afford to be simple. The price: a block of this heap must never reach the real
- * allocator's free(), which aborts on it, so only a backend that sees every free uses it
- * (the preload plugin retargets libc's own free entries for the lookups that bypass it).
+ * afford to be simple. The price: a plain block of this heap must never reach the real
+ * allocator's free(), which aborts on it, so only a backend that sees every free uses plain
+ * blocks (the preload plugin retargets libc's own free entries for the lookups that bypass
+ * it); the GOT start uses framed ones (below).
  *
  * Layout. One reservation of MEMPROF_SHEAP_CLASSES sub-ranges of 1 GiB, one per power-of-two
  * size class from 16 bytes to 1 GiB (27 GiB of address space, no memory until used). A class-c

@@ -162,7 +162,7 @@ static void test_framed_blocks_carry_glibc_mmapped_chunk_headers(void)
             const uint64_t *w = (const uint64_t *)p;
             uint64_t prev = w[-2], size = w[-1] & ~(uint64_t)7;
             uintptr_t mapping = (uintptr_t)p - 16 - prev;
-            EXPECT(w[-1] & 2);                                  /* IS_MMAPPED */
+            EXPECT(w[-1] & 2);                                        /* IS_MMAPPED */
             EXPECT(mapping % page == 0 && (prev + size) % page == 0); /* glibc's munmap_chunk */
             EXPECT(is_power_of_two_or_zero((uintptr_t)p & (page - 1)));
             EXPECT(align == 0 || (uintptr_t)p % align == 0);
