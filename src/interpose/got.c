@@ -72,7 +72,7 @@ HOOK void *got_malloc(size_t n)
 
 HOOK void got_free(void *p)
 {
-    memprof__wrap_free(&real, p, true);
+    memprof__wrap_free(&real, p);
 }
 
 HOOK void *got_calloc(size_t n, size_t size)
@@ -82,12 +82,12 @@ HOOK void *got_calloc(size_t n, size_t size)
 
 HOOK void *got_realloc(void *p, size_t n)
 {
-    return memprof__wrap_realloc(&real, p, n, true);
+    return memprof__wrap_realloc(&real, p, n);
 }
 
 HOOK void *got_reallocarray(void *p, size_t n, size_t size)
 {
-    return memprof__wrap_reallocarray(&real, p, n, size, true);
+    return memprof__wrap_reallocarray(&real, p, n, size);
 }
 
 HOOK int got_posix_memalign(void **out, size_t align, size_t n)

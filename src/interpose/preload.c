@@ -227,7 +227,7 @@ EXPORT void free(void *p)
 {
     if (MEMPROF_UNLIKELY(memprof__bootstrap_owns(p)))
         return;
-    memprof__wrap_free(&real, p, true);
+    memprof__wrap_free(&real, p);
 }
 
 #if HAVE_FREE_SIZED
@@ -243,8 +243,9 @@ EXPORT void *calloc(size_t n, size_t size)
     return memprof__wrap_calloc(&real, n, size);
 }
 
-/* realloc of a block from the bootstrap heap: move it to the real heap. */
-static void *realloc_bootstrap(void *old, size_t n)
+/* realloc of a block from the bootstrap heap: move it to the real heap. Out of line: realloc()
+ * then needs no stack frame. */
+static MEMPROF_NOINLINE void *realloc_bootstrap(void *old, size_t n)
 {
     void *p = malloc(n);
     if (p) {
@@ -258,7 +259,7 @@ EXPORT void *realloc(void *old, size_t n)
 {
     if (MEMPROF_UNLIKELY(memprof__bootstrap_owns(old)))
         return realloc_bootstrap(old, n);
-    return memprof__wrap_realloc(&real, old, n, true);
+    return memprof__wrap_realloc(&real, old, n);
 }
 
 EXPORT void *reallocarray(void *old, size_t n, size_t size)

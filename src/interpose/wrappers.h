@@ -189,13 +189,25 @@ MEMPROF_INLINE void *memprof__wrap_malloc(const struct memprof_allocator *a, siz
     return memprof__malloc_sampled(a, n);
 }
 
-/* `heap` (a constant at each call site): whether this backend's engine may have given out
- * blocks of the sample heap; a backend that never asks for it skips the range test. */
-MEMPROF_INLINE void memprof__wrap_free(const struct memprof_allocator *a, void *p, bool heap)
+/* The free of a block in the sample heap's range, or of any block while samples outside
+ * the heap are live. Out of line, so that every other free is two tests and a tail call,
+ * with no stack frame to set up. */
+MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE __attribute__((unused)) void
+memprof__free_checked(const struct memprof_allocator *a, void *p)
 {
-    if (heap && MEMPROF_UNLIKELY(memprof__in_sample_heap(p)) && memprof__free_sampled_block(p))
+    if (memprof__in_sample_heap(p) && memprof__free_sampled_block(p))
         return;
     memprof__on_free(p);
+    a->free(p);
+}
+
+MEMPROF_INLINE void memprof__wrap_free(const struct memprof_allocator *a, void *p)
+{
+    if (MEMPROF_UNLIKELY(memprof__in_sample_heap(p)) ||
+        MEMPROF_UNLIKELY(memprof_atomic_load_relaxed(&memprof__engine.outside_live) != 0)) {
+        memprof__free_checked(a, p);
+        return;
+    }
     a->free(p);
 }
 
@@ -211,27 +223,27 @@ MEMPROF_INLINE void *memprof__wrap_calloc(const struct memprof_allocator *a, siz
     return memprof__calloc_sampled(a, n, size, total);
 }
 
-MEMPROF_INLINE void *memprof__wrap_realloc(const struct memprof_allocator *a, void *old, size_t n,
-                                           bool heap)
+MEMPROF_INLINE void *memprof__wrap_realloc(const struct memprof_allocator *a, void *old, size_t n)
 {
     if (!old)
         return memprof__wrap_malloc(a, n);
     bool charge = memprof__sampler_charge(n);
-    if (MEMPROF_LIKELY(!charge && !(heap && memprof__in_sample_heap(old)) &&
-                       !memprof__maybe_sampled(old)))
+    /* As in free: while samples outside the heap are live, the filter is asked out of line. */
+    if (MEMPROF_LIKELY(!charge && !memprof__in_sample_heap(old) &&
+                       memprof_atomic_load_relaxed(&memprof__engine.outside_live) == 0))
         return a->realloc(old, n);
     return memprof__realloc_sampled(a, old, n, charge);
 }
 
 MEMPROF_INLINE void *memprof__wrap_reallocarray(const struct memprof_allocator *a, void *old,
-                                                size_t n, size_t size, bool heap)
+                                                size_t n, size_t size)
 {
     size_t total;
     if (__builtin_mul_overflow(n, size, &total)) {
         errno = ENOMEM;
         return NULL;
     }
-    return memprof__wrap_realloc(a, old, total, heap);
+    return memprof__wrap_realloc(a, old, total);
 }
 
 MEMPROF_INLINE int memprof__wrap_posix_memalign(const struct memprof_allocator *a, void **out,
