@@ -128,6 +128,16 @@ memprof__realloc_sampled(const struct memprof_allocator *a, void *old, size_t n,
     return p;
 }
 
+/* realloc of a block outside the sample heap, not sampled anew, while samples outside the
+ * heap are live: the old block's sample is looked for only if the filter may know it. */
+MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE __attribute__((unused)) void *
+memprof__realloc_checked(const struct memprof_allocator *a, void *old, size_t n)
+{
+    if (MEMPROF_UNLIKELY(memprof__maybe_sampled(old)))
+        return memprof__realloc_sampled(a, old, n, false);
+    return a->realloc(old, n);
+}
+
 /* An aligned request the sample heap serves as glibc would: a power-of-two alignment
  * (glibc's error cases and its rounding of other alignments stay with glibc). */
 static inline bool memprof__sheap_alignment(size_t align)
@@ -189,26 +199,44 @@ MEMPROF_INLINE void *memprof__wrap_malloc(const struct memprof_allocator *a, siz
     return memprof__malloc_sampled(a, n);
 }
 
-/* The free of a block in the sample heap's range, or of any block while samples outside
- * the heap are live. Out of line, so that every other free is two tests and a tail call,
- * with no stack frame to set up. */
-MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE __attribute__((unused)) void
-memprof__free_checked(const struct memprof_allocator *a, void *p)
+/* The free of a block in the sample heap's range. */
+MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE MEMPROF_COLD __attribute__((unused)) void
+memprof__free_in_range(const struct memprof_allocator *a, void *p)
 {
-    if (memprof__in_sample_heap(p) && memprof__free_sampled_block(p))
+    if (memprof__free_sampled_block(p))
         return;
     memprof__on_free(p);
     a->free(p);
 }
 
+/* The free of a block the Bloom filter may know. */
+MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE __attribute__((unused)) void
+memprof__free_maybe_sampled(const struct memprof_allocator *a, void *p)
+{
+    memprof__free_slow(p);
+    a->free(p);
+}
+
+/* The free of any block but the sample heap's while samples outside the heap are live:
+ * out of line, so that every other free is two tests and a tail call with no stack frame,
+ * and so is this one when the filter says no. */
+MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE __attribute__((unused)) void
+memprof__free_filtered(const struct memprof_allocator *a, void *p)
+{
+    if (MEMPROF_UNLIKELY(memprof__maybe_sampled(p)))
+        memprof__free_maybe_sampled(a, p);
+    else
+        a->free(p);
+}
+
 MEMPROF_INLINE void memprof__wrap_free(const struct memprof_allocator *a, void *p)
 {
-    if (MEMPROF_UNLIKELY(memprof__in_sample_heap(p)) ||
-        MEMPROF_UNLIKELY(memprof_atomic_load_relaxed(&memprof__engine.outside_live) != 0)) {
-        memprof__free_checked(a, p);
-        return;
-    }
-    a->free(p);
+    if (MEMPROF_UNLIKELY(memprof__in_sample_heap(p)))
+        memprof__free_in_range(a, p);
+    else if (MEMPROF_UNLIKELY(memprof_atomic_load_relaxed(&memprof__engine.outside_live) != 0))
+        memprof__free_filtered(a, p);
+    else
+        a->free(p);
 }
 
 MEMPROF_INLINE void *memprof__wrap_calloc(const struct memprof_allocator *a, size_t n, size_t size)
@@ -228,11 +256,12 @@ MEMPROF_INLINE void *memprof__wrap_realloc(const struct memprof_allocator *a, vo
     if (!old)
         return memprof__wrap_malloc(a, n);
     bool charge = memprof__sampler_charge(n);
+    if (MEMPROF_UNLIKELY(charge) || MEMPROF_UNLIKELY(memprof__in_sample_heap(old)))
+        return memprof__realloc_sampled(a, old, n, charge);
     /* As in free: while samples outside the heap are live, the filter is asked out of line. */
-    if (MEMPROF_LIKELY(!charge && !memprof__in_sample_heap(old) &&
-                       memprof_atomic_load_relaxed(&memprof__engine.outside_live) == 0))
-        return a->realloc(old, n);
-    return memprof__realloc_sampled(a, old, n, charge);
+    if (MEMPROF_UNLIKELY(memprof_atomic_load_relaxed(&memprof__engine.outside_live) != 0))
+        return memprof__realloc_checked(a, old, n);
+    return a->realloc(old, n);
 }
 
 MEMPROF_INLINE void *memprof__wrap_reallocarray(const struct memprof_allocator *a, void *old,
