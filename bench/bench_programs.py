@@ -9,7 +9,10 @@ perl (generated text through regexes, split and hashes). Each runs without a pro
 and with one (B), back to back in alternation A B A B ..., and the tables give the median
 over the pairs of the B/A ratio of the child's CPU time (user + sys from wait4, so a
 profiler's helper processes count when the child waits for them) and of its wall time,
-with the geometric mean over the four programs.
+with the geometric mean over the four programs. libmemprof's configurations run in rounds
+instead: one run without the profiler and one with each configuration, in an order rotated
+every round, each ratio taken to its own round's baseline (15 rounds; 9 pairs for a peer;
+5 of each with --quick; --pairs N sets both).
 
 libmemprof runs in six configurations, each at 512 KiB and 64 KiB: the preload plugin
 (LD_PRELOAD of libmemprof-preload.so, hooks by symbol), the plugin with
@@ -347,7 +350,47 @@ def instructions_section(progs, build, work):
     print()
 
 
-def memprof_section(progs, build, pairs, work):
+def measure_rounds(prog, envs, rounds, work):
+    """Rounds of one run without the profiler and one with each configuration of `envs`
+    ({label: env}), in an order rotated every round so no configuration always runs next to
+    the baseline; each configuration's ratios are to its own round's baseline run. Sharing
+    the baseline lets the same time buy more rounds than separate A/B pairs would. Returns
+    {label: result dict as measure_pairs's, or "failed (...)"}."""
+    name, _, argv, stdin_path = prog
+    order = [None] + list(envs)
+    runs = {label: [] for label in order}
+    failed = {}
+    log(f"{name}: {rounds} rounds of {len(order)} runs ...")
+    for r in range(rounds):
+        k = r % len(order)
+        for label in order[k:] + order[:k]:
+            if label in failed:
+                continue
+            try:
+                cpu, wall, _ = run_once(argv, envs[label] if label else clean_env(),
+                                        stdin_path, work)
+            except RunError as e:
+                if label is None:
+                    raise
+                log(f"failed: {e}")
+                failed[label] = f"failed ({e})"
+                continue
+            runs[label].append((cpu, wall))
+    base = runs[None]
+    out = dict(failed)
+    for label in envs:
+        if label in failed:
+            continue
+        cpu_r = [b[0] / a[0] for a, b in zip(base, runs[label])]
+        wall_r = [b[1] / a[1] for a, b in zip(base, runs[label])]
+        out[label] = {"cpu": statistics.median(cpu_r), "wall": statistics.median(wall_r),
+                      "cpu_min": min(cpu_r), "cpu_max": max(cpu_r),
+                      "base_cpu": statistics.median(a[0] for a in base),
+                      "base_wall": statistics.median(a[1] for a in base)}
+    return out
+
+
+def memprof_section(progs, build, rounds, work):
     configs, preload, shim = memprof_configs(build)
     if not configs:
         print("libmemprof's preload plugin and GOT shim are not built: nothing measured.\n")
@@ -355,17 +398,22 @@ def memprof_section(progs, build, pairs, work):
     results = {}
     samples = {}
     for prog in progs:
+        envs = {}
         for cfg in configs:
-            env_b = clean_env()
-            env_b.update(cfg[3])
-            try:
-                results[(prog[0], cfg[0])] = measure_pairs(prog, clean_env(), env_b, pairs, work,
-                                                           label=cfg[0])
-                samples[(prog[0], cfg[0])] = (samples_taken(prog, cfg, preload, shim, work)
-                                              if os.path.exists(shim) else None)
-            except RunError as e:
-                log(f"failed: {e}")
-                results[(prog[0], cfg[0])] = f"failed ({e})"
+            envs[cfg[0]] = clean_env()
+            envs[cfg[0]].update(cfg[3])
+        try:
+            measured = measure_rounds(prog, envs, rounds, work)
+        except RunError as e:
+            log(f"failed: {e}")
+            measured = {cfg[0]: f"failed ({e})" for cfg in configs}
+        for cfg in configs:
+            results[(prog[0], cfg[0])] = measured[cfg[0]]
+            if isinstance(measured[cfg[0]], dict) and os.path.exists(shim):
+                try:
+                    samples[(prog[0], cfg[0])] = samples_taken(prog, cfg, preload, shim, work)
+                except RunError as e:
+                    log(f"failed: {e}")
 
     names = [c[0] for c in configs]
     print("| program | no profiler: CPU s | " + " | ".join(names) + " |")
@@ -399,8 +447,8 @@ def memprof_section(progs, build, pairs, work):
                          f"≤ {t:.2f}: {'met' if g <= t else '**missed**'}")
     print("| target (geomean) | | " + " | ".join(cells) + " |")
     print()
-    print("Cells: median over the pairs of the CPU-time ratio with/without the profiler "
-          "(min–max of the pairs in parentheses).")
+    print("Cells: median over the rounds of the CPU-time ratio with/without the profiler "
+          "(min–max in parentheses).")
     print()
     print("Samples taken per run (memprof_get_stats() at exit, one extra untimed run; "
           "a GOT path whose hooks did not engage would show 0):")
@@ -512,6 +560,9 @@ def main():
     ap.add_argument("--instructions", action="store_true")
     args = ap.parse_args()
     pairs = args.pairs or (5 if args.quick else 9)
+    # libmemprof's configurations share their baseline runs (measure_rounds), so the same
+    # time buys more rounds than the peers' separate pairs.
+    rounds = args.pairs or (5 if args.quick else 15)
     wanted = [p for p in args.programs.split(",") if p]
 
     work = tempfile.mkdtemp(prefix="memprof-bench-programs-")
@@ -534,7 +585,7 @@ def main():
             return 0
         if not args.no_memprof:
             print("### libmemprof\n")
-            results, gm = memprof_section(progs, args.build_dir, pairs, work)
+            results, gm = memprof_section(progs, args.build_dir, rounds, work)
         if not args.no_peers:
             print("### Peers\n")
             peers_section(progs, pairs, work, results, gm)

@@ -140,7 +140,8 @@ memprof_log "bench_snapshot ..."
     echo "## Real programs"
     echo
     echo "CPU time (user + sys of the child, from wait4) with the profiler over without, median"
-    echo "of alternating pairs A B A B ..., and the geometric mean over the programs"
+    echo "over rounds (libmemprof: one run without and one with each configuration, rotated) or"
+    echo "alternating pairs A B A B ... (peers), and the geometric mean over the programs"
     echo "(bench_programs.py). Targets: geomean at most 1.02 at 512 KiB and 1.05 at 64 KiB."
     echo
 } >>"$tmp"
