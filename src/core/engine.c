@@ -399,6 +399,17 @@ static void atfork_child(void)
         memprof_atomic_store_relaxed(&E.bloom.gen, g - 1);
 }
 
+/* Without the reservation sampled blocks come from the real allocator: slower frees, same
+ * results. */
+static int init_sample_heap(size_t frame)
+{
+    int rc = memprof__sheap_init(&E.sheap, frame);
+    if (rc != 0 && E.log_fn)
+        E.log_fn(E.log_ctx, MEMPROF_LOG_INFO,
+                 "sample heap unavailable (address space limited or mapping failed)");
+    return rc;
+}
+
 int memprof__engine_init(const struct memprof_engine_config *cfg)
 {
     int expected = MEMPROF_STATE_UNINITIALIZED;
@@ -424,11 +435,8 @@ int memprof__engine_init(const struct memprof_engine_config *cfg)
         memprof__guard_leave(g);
         return rc;
     }
-    /* Without the reservation sampled blocks come from the real allocator: slower frees,
-     * same results. */
-    if (rc == 0 && E.sheap_wanted && memprof__sheap_init(&E.sheap, 0) != 0 && E.log_fn)
-        E.log_fn(E.log_ctx, MEMPROF_LOG_INFO,
-                 "sample heap unavailable (address space limited or mapping failed)");
+    if (E.sheap_wanted)
+        init_sample_heap(0);
     E.mapped_bytes = E.hm.nslots * sizeof(struct memprof_hm_slot) + E.bloom.nwords * 16 +
                      E.st.max_stacks * sizeof(struct memprof_stack) +
                      E.st.nbuckets * sizeof(uint32_t) + E.st.arena_cap * sizeof(uintptr_t);
@@ -535,13 +543,7 @@ int memprof__engine_use_framed_sample_heap(size_t page)
         return -EALREADY;
     if (E.rate < MEMPROF_FRAMED_MIN_PAGES * page)
         return -ERANGE;
-    uint8_t g = memprof__guard_enter();
-    int rc = memprof__sheap_init(&E.sheap, page);
-    memprof__guard_leave(g);
-    if (rc != 0 && E.log_fn)
-        E.log_fn(E.log_ctx, MEMPROF_LOG_INFO,
-                 "sample heap unavailable (address space limited or mapping failed)");
-    return rc;
+    return init_sample_heap(page);
 }
 
 void memprof__engine_own_code(const void *addr)

@@ -73,6 +73,12 @@ static inline uintptr_t slot_of(const void *p, unsigned shift)
     return (uintptr_t)p & ~(((uintptr_t)1 << shift) - 1);
 }
 
+/* How far into its slot block p starts: 0 unless the block is framed. */
+static inline size_t lead_of(const void *p, unsigned shift)
+{
+    return (uintptr_t)p - slot_of(p, shift);
+}
+
 static inline uintptr_t slot_addr(const struct memprof_sheap *h, unsigned shift, uint64_t index)
 {
     return h->base + ((uintptr_t)(shift - MEMPROF_SHEAP_MIN_SHIFT) << MEMPROF_SHEAP_RANGE_SHIFT) +
@@ -196,7 +202,7 @@ bool memprof__sheap_holds(const struct memprof_sheap *h, const void *p)
     /* A block handed to free() or realloc() is mapped, and so are the header words glibc
      * keeps before it: reading them is safe whoever the block's owner is. */
     unsigned shift = shift_of(h, p);
-    size_t slot_size = (size_t)1 << shift, lead = (uintptr_t)p - slot_of(p, shift);
+    size_t slot_size = (size_t)1 << shift, lead = lead_of(p, shift);
     if (slot_size < h->frame || lead < CHUNK_HEADER)
         return false;
     const uint64_t *w = p;
@@ -206,13 +212,13 @@ bool memprof__sheap_holds(const struct memprof_sheap *h, const void *p)
 size_t memprof__sheap_usable(const struct memprof_sheap *h, const void *p)
 {
     unsigned shift = shift_of(h, p);
-    return ((size_t)1 << shift) - ((uintptr_t)p - slot_of(p, shift));
+    return ((size_t)1 << shift) - lead_of(p, shift);
 }
 
 bool memprof__sheap_fits(const struct memprof_sheap *h, const void *p, size_t n)
 {
     unsigned shift = shift_of(h, p);
-    size_t lead = (uintptr_t)p - slot_of(p, shift);
+    size_t lead = lead_of(p, shift);
     if (n > SIZE_MAX - lead)
         return false;
     n += lead;

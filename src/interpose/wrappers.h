@@ -199,14 +199,13 @@ MEMPROF_INLINE void *memprof__wrap_malloc(const struct memprof_allocator *a, siz
     return memprof__malloc_sampled(a, n);
 }
 
-/* The free of a block in the sample heap's range. */
+/* The free of a block in the sample heap's range: the heap's, or (framed heap only) the
+ * real allocator's in a hole glibc left there, which no sample of the filter can be. */
 MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE MEMPROF_COLD __attribute__((unused)) void
 memprof__free_in_range(const struct memprof_allocator *a, void *p)
 {
-    if (memprof__free_sampled_block(p))
-        return;
-    memprof__on_free(p);
-    a->free(p);
+    if (!memprof__free_sampled_block(p))
+        a->free(p);
 }
 
 /* The free of a block the Bloom filter may know. */
