@@ -3,8 +3,8 @@
 # scripts/long.sh: the long suite, the one command for everything too slow for CI
 # (doc/testing.md). Not run by CI.
 #
-#   1. installs the test dependencies plus valgrind, CPython's regression tests and clang's
-#      libFuzzer runtime if missing (scripts/common.sh; Debian: apt-get, root or sudo);
+#   1. installs the test dependencies plus valgrind and CPython's regression tests if
+#      missing (scripts/common.sh; Debian: apt-get, root or sudo);
 #   2. main:  build/ (-Dwerror=true, shared with scripts/test.sh): `meson test --suite long`
 #             - CPython's regression subset and valgrind memcheck under the preload plugin,
 #             the long accuracy runs and the long hardening variants, whatever is in the suite;
@@ -38,9 +38,9 @@ for s in "${stages[@]}"; do
     esac
 done
 
-# On top of the test dependencies: memcheck, CPython's own test package (the regression
-# subset) and clang's libFuzzer runtime.
-memprof_install_deps "${MEMPROF_TEST_DEPS[@]}" valgrind libpython3.11-testsuite libclang-rt-dev
+# On top of the test dependencies: memcheck and CPython's own test package (the regression
+# subset).
+memprof_install_deps "${MEMPROF_TEST_DEPS[@]}" valgrind libpython3.11-testsuite
 
 read -r -a extra_args <<<"${MEMPROF_LONG_TEST_ARGS:-}"
 bdir="${MEMPROF_LONG_BUILD:-build}"

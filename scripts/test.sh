@@ -4,9 +4,12 @@
 #
 #   1. installs the build and test dependencies if missing (Debian: apt-get; root or sudo);
 #   2. build/ with -Dwerror=true: every suite except `long` (meson test --no-suite long);
-#   3. build-sanitize/ with AddressSanitizer + UndefinedBehaviorSanitizer: the `unit` suite
-#      only (the preload plugin is never loaded under ASan: the integration tests run in 2);
-#   4. prints the skipped count, then `N passed, N failed` summed over both runs as the last
+#   3. build-sanitize/ with AddressSanitizer + UndefinedBehaviorSanitizer: the `unit` and
+#      `stress` suites (the stress programs that do not preload: the preload plugin is never
+#      loaded under ASan, and the preloading hardening programs skip themselves there);
+#   4. build-fuzz/ with clang, ASan+UBSan and -Dfuzzing=enabled, only the libFuzzer harness
+#      of the pprof reader: the `fuzz` suite, one minute of fuzzing from the seed corpus;
+#   5. prints the skipped count, then `N passed, N failed` summed over both runs as the last
 #      line (OK and EXPECTEDFAIL count as passed; FAIL, TIMEOUT, UNEXPECTEDPASS and ERROR
 #      as failed, and so does a build that fails), and exits non-zero if anything failed.
 # Results are read from each build directory's meson-logs/testlog.json.
@@ -64,20 +67,22 @@ EOF
     skipped=$((skipped + s))
 }
 
-# run_tests DIR LABEL "SETUP OPTIONS" -- MESON TEST ARGS...
+# run_tests DIR LABEL "SETUP OPTIONS" "BUILD TARGETS (empty: all)" -- MESON TEST ARGS...
+# (CC and other variables for the setup come from the caller's environment.)
 run_tests() {
-    local dir="$1" label="$2" setup="$3"
-    shift 4
-    local -a setup_args
+    local dir="$1" label="$2" setup="$3" targets="$4"
+    shift 5
+    local -a setup_args target_args
     read -r -a setup_args <<<"$setup"
+    read -r -a target_args <<<"$targets"
     memprof_log "$label: configuring $dir/ (${setup:-defaults})"
     if ! memprof_setup_build "$dir" "${setup_args[@]}"; then
         memprof_log "$label: configuring $dir/ failed"
         failed=$((failed + 1))
         return
     fi
-    memprof_log "$label: building"
-    if ! meson compile -C "$dir"; then
+    memprof_log "$label: building ${targets:-everything}"
+    if ! meson compile -C "$dir" "${target_args[@]}"; then
         memprof_log "$label: the build failed"
         failed=$((failed + 1))
         return
@@ -90,10 +95,14 @@ run_tests() {
 }
 
 start=$SECONDS
-run_tests build "tests" "-Dwerror=true" -- --no-suite long "$@"
-run_tests build-sanitize "unit tests under ASan+UBSan" \
-    "-Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=false" \
-    -- --suite unit --timeout-multiplier 3 "$@"
+run_tests build "tests" "-Dwerror=true" "" -- --no-suite long "$@"
+run_tests build-sanitize "unit and stress tests under ASan+UBSan" \
+    "-Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=false" "" \
+    -- --suite unit --suite stress --timeout-multiplier 3 "$@"
+# Only the harness is built (--no-rebuild: meson test would otherwise build everything).
+CC=clang run_tests build-fuzz "fuzzing the pprof reader (libFuzzer, ASan+UBSan)" \
+    "-Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dfuzzing=enabled -Dbenchmarks=false -Dpython=disabled -Druby=disabled" \
+    "tests/pprof/fuzz-pprof-read" -- --suite fuzz --no-rebuild "$@"
 
 memprof_log "finished in $((SECONDS - start)) s"
 if [[ $((passed + failed)) -eq 0 ]]; then
