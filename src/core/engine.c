@@ -404,9 +404,9 @@ static void atfork_child(void)
 static int init_sample_heap(size_t frame)
 {
     int rc = memprof__sheap_init(&E.sheap, frame);
-    if (rc != 0 && E.log_fn)
-        E.log_fn(E.log_ctx, MEMPROF_LOG_INFO,
-                 "sample heap unavailable (address space limited or mapping failed)");
+    if (rc != 0)
+        memprof__engine_log(MEMPROF_LOG_INFO,
+                            "sample heap unavailable (address space limited or mapping failed)");
     return rc;
 }
 
@@ -549,6 +549,12 @@ int memprof__engine_use_framed_sample_heap(size_t page)
 void memprof__engine_own_code(const void *addr)
 {
     memprof__capture_add_own_object(addr);
+}
+
+void memprof__engine_log(int level, const char *msg)
+{
+    if (E.log_fn)
+        E.log_fn(E.log_ctx, level, msg);
 }
 
 /* ---- statistics ---------------------------------------------------------------------------- */

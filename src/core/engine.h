@@ -142,6 +142,9 @@ MEMPROF_INTERNAL int memprof__engine_use_sample_heap(void);
 MEMPROF_INTERNAL int memprof__engine_use_framed_sample_heap(size_t page);
 /* Marks the object containing `addr` as profiler code, skipped at the leaf end of stacks. */
 MEMPROF_INTERNAL void memprof__engine_own_code(const void *addr);
+/* Passes `msg` to the log callback of memprof_config, if one was given at init. Only from
+ * outside the hooks, with no lock of the caller's held (the callback may do anything). */
+MEMPROF_INTERNAL void memprof__engine_log(int level, const char *msg);
 
 /* Sets the calling thread's re-entrancy guard; returns the previous value for
  * memprof__guard_leave(). Everything the API does on a user thread runs under it, so the

@@ -297,11 +297,15 @@ int memprof__got_install(void)
     uint8_t g = memprof__guard_enter();
     pthread_mutex_lock(&install_lock);
     int rc = 0;
-    if (!installed) {
+    /* The library prints nothing: a bad value is the log callback's (after the unlock). */
+    const char *sheap = getenv("MEMPROF_SAMPLE_HEAP");
+    int use_sheap = sheap ? memprof__parse_bool(sheap) : 1;
+    bool first = !installed;
+    if (first) {
         dl_iterate_phdr(self_cb, (void *)memprof__got_install);
         rc = find_real();
         if (rc == 0) {
-            if (memprof__parse_bool(getenv("MEMPROF_SAMPLE_HEAP")) != 0)
+            if (use_sheap != 0)
                 memprof__engine_use_framed_sample_heap(page_size);
             patch_all();
             installed = 1;
@@ -309,6 +313,12 @@ int memprof__got_install(void)
         }
     }
     pthread_mutex_unlock(&install_lock);
+    if (first && rc == 0 && use_sheap < 0) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "ignoring MEMPROF_SAMPLE_HEAP='%.64s': expected 1 or 0; using 1",
+                 sheap);
+        memprof__engine_log(MEMPROF_LOG_WARN, msg);
+    }
     memprof__guard_leave(g);
     return rc;
 }
