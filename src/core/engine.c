@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include "common/atomic.h"
@@ -64,19 +65,26 @@ static void count_free(const struct memprof_hm_entry *e)
 
 /* ---- recording ------------------------------------------------------------------------- */
 
+/* Whether key is a block of the sample heap, whose frees are recognised by address. A block
+ * of the real allocator may lie in the heap's range too, where a seal gave address space
+ * back: the slot test tells them apart without reading the block. */
+static inline bool in_sample_heap(uint64_t key)
+{
+    const void *p = (const void *)(uintptr_t)key;
+    return memprof__sheap_owns(&E.sheap, p) && memprof__sheap_used(&E.sheap, p);
+}
+
 /* A sample whose block a native free() must find through the Bloom filter: a block of the
  * real allocator (not of the sample heap, not a custom allocator's report id). */
 static inline bool is_outside(uint64_t key)
 {
-    return !(key & MEMPROF_REPORT_KEY_BIT) &&
-           !memprof__sheap_owns(&E.sheap, (void *)(uintptr_t)key);
+    return !(key & MEMPROF_REPORT_KEY_BIT) && !in_sample_heap(key);
 }
 
-/* Whether the Bloom filter holds the key: every key but the sample heap's, whose frees are
- * recognised by address. */
+/* Whether the Bloom filter holds the key: every key but the sample heap's. */
 static inline bool in_bloom(uint64_t key)
 {
-    return !memprof__sheap_owns(&E.sheap, (void *)(uintptr_t)key);
+    return !in_sample_heap(key);
 }
 
 struct key_filter {
@@ -259,10 +267,15 @@ not_sampled:
 MEMPROF_SAMPLING_TEXT static void record_here(uint64_t key, size_t size)
 {
     struct memprof_tls *t = &memprof__tls;
-    if (!t->stack_top)
-        t->stack_top = memprof__pf_stack_top();
     /* Native frames, then room for interpreter frames; on this (cold) stack, not TLS. */
     uintptr_t frames[MEMPROF_CAPTURE_MAX + MEMPROF_MAX_RUNTIME_FRAMES];
+    /* A frame-pointer walk reads only inside the mapping of the stack it starts on, looked
+     * up again when the thread samples on another stack (a signal handler's) or below the
+     * mapping's start (the main stack grew). */
+    uintptr_t here = (uintptr_t)frames;
+    if (E.unwinder != MEMPROF_UNWIND_DWARF && (here < t->stack_lo || here >= t->stack_top) &&
+        !memprof__pf_mapping_of(here, &t->stack_lo, &t->stack_top))
+        t->stack_lo = t->stack_top = 0;
     bool truncated;
     unsigned native = memprof__capture((enum memprof_unwinder)E.unwinder, frames, E.max_frames,
                                        t->stack_top, &truncated);
@@ -389,7 +402,7 @@ static void atfork_child(void)
     /* Only the forking thread survives: give it a fresh random sequence (otherwise parent
      * and child would sample identically) and drop what a vanished thread may have held. */
     memprof__tls.seeded = 0;
-    memprof__tls.stack_top = 0;
+    memprof__tls.stack_lo = memprof__tls.stack_top = 0;
     memprof__capture_after_fork();
     memprof_atomic_store_relaxed(&E.bloom.rebuilding, 0);
     /* A rebuild cut short by the fork left gen odd: the active filter is intact, and the
@@ -549,6 +562,20 @@ int memprof__engine_use_framed_sample_heap(size_t page)
 void memprof__engine_own_code(const void *addr)
 {
     memprof__capture_add_own_object(addr);
+}
+
+void memprof__engine_limit_address_space(void)
+{
+    size_t released = memprof__sheap_seal(&E.sheap);
+    if (released && E.log_fn) {
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 "the program limits its address space: the sample heap gave back %zu MiB of "
+                 "reserved addresses and takes no new blocks (samples now come from the "
+                 "allocator)",
+                 released >> 20);
+        memprof__engine_log(MEMPROF_LOG_INFO, msg);
+    }
 }
 
 void memprof__engine_log(int level, const char *msg)

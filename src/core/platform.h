@@ -8,6 +8,7 @@
 #ifndef MEMPROF_CORE_PLATFORM_H
 #define MEMPROF_CORE_PLATFORM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,9 +34,12 @@ uint64_t memprof__pf_random(void);
 uint64_t memprof__pf_now_ns(void);
 /* The kernel thread id of the caller. */
 uint64_t memprof__pf_thread_id(void);
-/* The highest address (exclusive) of the calling thread's stack, 0 if unknown. May allocate
- * and read /proc (main thread), so call it only with the re-entrancy guard set. */
-uintptr_t memprof__pf_stack_top(void);
+/* The memory mapping [*lo, *hi) that holds `addr` (from /proc/self/maps), false if none or
+ * unreadable. Used for the bounds of the stack a frame-pointer walk may read. Allocates
+ * nothing and takes no lock -- not pthread_getattr_np(), which allocates while it holds the
+ * thread's lock, so a sample taken inside it would wait for itself -- but reads a file:
+ * a cold path's call. */
+MEMPROF_INTERNAL bool memprof__pf_mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi);
 /* The executable address range [*lo, *hi) of the loaded object that contains `addr`
  * (the span of its executable PT_LOAD segments). Returns 0 or -ENOENT. Takes the loader
  * lock: not for hooks. */

@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Linux implementation of the core's platform primitives (platform.h): mmap-backed memory,
- * the monotonic clock, getrandom(), gettid() and the calling thread's stack bounds.
+ * the monotonic clock, getrandom(), gettid() and the mapping that holds an address (stack
+ * bounds).
  */
 #define _GNU_SOURCE
 #include "config.h"
 #include "core/platform.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
+#include <string.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -74,17 +77,71 @@ uint64_t memprof__pf_random(void)
     return memprof__pf_now_ns() ^ ((uint64_t)(uintptr_t)&local << 16) ^ (uint64_t)getpid();
 }
 
-uintptr_t memprof__pf_stack_top(void)
+/* Parses the hexadecimal number at *p, advancing *p past it. */
+static uintptr_t parse_hex(const char **p, const char *end)
 {
-    pthread_attr_t attr;
-    void *addr = NULL;
-    size_t size = 0;
-    if (pthread_getattr_np(pthread_self(), &attr) != 0)
-        return 0;
-    if (pthread_attr_getstack(&attr, &addr, &size) != 0)
-        size = 0;
-    pthread_attr_destroy(&attr);
-    return size ? (uintptr_t)addr + size : 0;
+    uintptr_t v = 0;
+    for (; *p < end; (*p)++) {
+        char c = **p;
+        unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
+                     : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                                            : 16u;
+        if (d == 16)
+            break;
+        v = v << 4 | d;
+    }
+    return v;
+}
+
+/* Whether the /proc/self/maps line at [line, end), which starts "start-end ", holds addr. */
+static bool line_holds(const char *line, const char *end, uintptr_t addr, uintptr_t *lo,
+                       uintptr_t *hi)
+{
+    uintptr_t start = parse_hex(&line, end);
+    if (line == end || *line++ != '-')
+        return false;
+    uintptr_t stop = parse_hex(&line, end);
+    if (line == end || *line != ' ' || addr < start || addr >= stop)
+        return false;
+    *lo = start;
+    *hi = stop;
+    return true;
+}
+
+bool memprof__pf_mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
+{
+    /* Plain system calls into a stack buffer: no allocation, no lock. Only a line's head is
+     * needed; one longer than the buffer (a long path) is judged by its head and the rest
+     * skipped. */
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    char buf[1024];
+    size_t have = 0;
+    bool found = false, skipping = false;
+    while (!found) {
+        ssize_t n = read(fd, buf + have, sizeof buf - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        char *line = buf, *end = buf + have, *nl;
+        while (!found && (nl = memchr(line, '\n', (size_t)(end - line))) != NULL) {
+            found = !skipping && line_holds(line, nl, addr, lo, hi);
+            skipping = false;
+            line = nl + 1;
+        }
+        if (!found && line == buf) { /* no line end in a full buffer */
+            found = !skipping && line_holds(buf, end, addr, lo, hi);
+            skipping = true;
+            line = end;
+        }
+        have = (size_t)(end - line);
+        memmove(buf, line, have);
+    }
+    close(fd);
+    return found;
 }
 
 struct text_range_ctx {

@@ -14,6 +14,10 @@
 
 #define RANGE      ((uintptr_t)1 << MEMPROF_SHEAP_RANGE_SHIFT)
 #define INDEX_MASK ((uint64_t)0xffffffffu)
+/* In a class's bump index: sealed, no fresh slots (memprof__sheap_seal()). */
+#define SHEAP_SEALED ((uint64_t)1 << 63)
+/* What a seal unmaps starts on a multiple of the largest page size of x86_64 and aarch64. */
+#define SEAL_ALIGN ((uintptr_t)64 * 1024)
 /* The class headers after the slots, rounded to a page. */
 #define HEADERS                                                                                    \
     (((MEMPROF_SHEAP_CLASSES * sizeof(struct memprof_sheap_class)) + 4095) & ~(size_t)4095)
@@ -173,14 +177,17 @@ void *memprof__sheap_alloc(struct memprof_sheap *h, size_t n, size_t align, bool
         }
         return block_in((uintptr_t)p, slot_size, lead);
     }
+    /* Fresh memory is zero. A full class stays full, and later requests of this size go to
+     * the real allocator (or the free list); so does every one once the class is sealed, its
+     * sealed bit making the index look past any capacity. A compare-and-swap, not an add,
+     * so that the index never passes the capacity or the seal's mark. */
     uint64_t cap = RANGE >> shift;
-    /* Fresh memory is zero. A bump past the end is left standing: the class is full for
-     * good, and later requests of this size go to the real allocator (or the free list). */
-    if (memprof_atomic_load_relaxed(&k->bumped) >= cap)
-        return NULL;
-    index = memprof_atomic_add_relaxed(&k->bumped, 1);
-    if (index >= cap)
-        return NULL;
+    index = memprof_atomic_load_relaxed(&k->bumped);
+    do {
+        if (index >= cap)
+            return NULL;
+    } while (!atomic_compare_exchange_weak_explicit(&k->bumped, &index, index + 1,
+                                                    memory_order_relaxed, memory_order_relaxed));
     return block_in(slot_addr(h, shift, index), slot_size, lead);
 }
 
@@ -195,8 +202,20 @@ void memprof__sheap_free(struct memprof_sheap *h, void *p)
     push(h, &h->classes[shift - MEMPROF_SHEAP_MIN_SHIFT], shift, index);
 }
 
+bool memprof__sheap_used(const struct memprof_sheap *h, const void *p)
+{
+    /* The block's slot was bumped before the block was handed out, and that happened before
+     * anyone could ask about it: coherence makes the bump visible here. */
+    unsigned shift = shift_of(h, p);
+    const struct memprof_sheap_class *k = &h->classes[shift - MEMPROF_SHEAP_MIN_SHIFT];
+    uint64_t bumped = memprof_atomic_load_relaxed(&k->bumped) & ~SHEAP_SEALED;
+    return (((uintptr_t)p - h->base) & (RANGE - 1)) >> shift < bumped;
+}
+
 bool memprof__sheap_holds(const struct memprof_sheap *h, const void *p)
 {
+    if (!memprof__sheap_used(h, p))
+        return false;
     if (!h->frame)
         return true;
     /* A block handed to free() or realloc() is mapped, and so are the header words glibc
@@ -223,4 +242,32 @@ bool memprof__sheap_fits(const struct memprof_sheap *h, const void *p, size_t n)
         return false;
     n += lead;
     return shift_for(n > h->frame ? n : h->frame) == shift;
+}
+
+size_t memprof__sheap_seal(struct memprof_sheap *h)
+{
+    size_t released = 0;
+    if (!h->size)
+        return 0;
+    for (unsigned shift = MEMPROF_SHEAP_MIN_SHIFT; shift <= MEMPROF_SHEAP_MAX_SHIFT; shift++) {
+        struct memprof_sheap_class *k = &h->classes[shift - MEMPROF_SHEAP_MIN_SHIFT];
+        uint64_t bumped = memprof_atomic_load_relaxed(&k->bumped);
+        do {
+            if (bumped & SHEAP_SEALED)
+                break; /* sealed by another thread, which unmaps the rest */
+        } while (!atomic_compare_exchange_weak_explicit(&k->bumped, &bumped, bumped | SHEAP_SEALED,
+                                                        memory_order_relaxed,
+                                                        memory_order_relaxed));
+        if (bumped & SHEAP_SEALED)
+            continue;
+        /* Slots below the mark stay mapped (live blocks, the free list's links); the rest
+         * of the sub-range, from the first whole page past the mark, is given back. */
+        uintptr_t end = slot_addr(h, shift, RANGE >> shift);
+        uintptr_t mark = (slot_addr(h, shift, bumped) + SEAL_ALIGN - 1) & ~(SEAL_ALIGN - 1);
+        if (mark < end) {
+            memprof__pf_unmap((void *)mark, end - mark);
+            released += end - mark;
+        }
+    }
+    return released;
 }

@@ -30,6 +30,16 @@
  * NULL, and the caller takes the block from the real allocator instead: such samples are
  * tracked by the heap map and the Bloom filter as before.
  *
+ * Sealing. The reservation counts against RLIMIT_AS like any mapping, so a program that
+ * limits its own address space after start-up (the heap is not reserved when a limit is
+ * already set) would find its allocations failing far below its limit. Before such a limit
+ * takes effect the backends seal the heap: each class stops taking fresh slots (its bump
+ * index gets a sealed bit, set by the same compare-and-swap that bumps, so no thread can
+ * take a slot past the mark) and the part of its sub-range above the last slot ever handed
+ * out is unmapped. Blocks already out and recycled slots keep working. Addresses above a
+ * class's mark may then be mapped by anyone, which is why memprof__sheap_used() and
+ * memprof__sheap_holds() compare a block's slot with the mark.
+ *
  * Chunk framing (the GOT start). A backend that cannot see every free() -- code may hold
  * glibc's free() in a pointer taken before profiling started -- can still use the heap if
  * its blocks are ones glibc's free(), realloc() and malloc_usable_size() accept: glibc's
@@ -63,7 +73,8 @@ struct memprof_sheap_class {
     _Alignas(64) _Atomic uint64_t free_head; /* (tag << 32) | (slot index + 1); low half 0 =
                                                 empty. One class per cache line: threads
                                                 sampling other sizes do not contend. */
-    _Atomic uint64_t bumped;                 /* slots ever handed out from fresh memory */
+    _Atomic uint64_t bumped;                 /* slots ever handed out from fresh memory, at
+                                                most the class's capacity; | SHEAP_SEALED */
 };
 
 struct memprof_sheap {
@@ -99,10 +110,21 @@ void *memprof__sheap_alloc(struct memprof_sheap *h, size_t n, size_t align, bool
 /* Returns a block of the heap. Lock-free; may give its pages back to the kernel (a system
  * call for blocks of MEMPROF_SHEAP_RELEASE_MIN bytes or more); leaves errno alone. */
 void memprof__sheap_free(struct memprof_sheap *h, void *p);
+/* Whether p, which memprof__sheap_owns(), lies in a slot the heap has handed out (below its
+ * class's bump index): false for a block someone else mapped above the mark of a sealed
+ * heap. Reads no memory at p, so it may be asked about a block another thread is freeing. */
+MEMPROF_INTERNAL bool memprof__sheap_used(const struct memprof_sheap *h, const void *p);
 /* Whether p, which memprof__sheap_owns(), is a live-or-free block of the heap rather than
- * someone else's in a hole left by glibc's unmapping of a framed slot: always true without
- * framing. Callers ask in cold paths only, before handing p to the heap. */
+ * someone else's: memprof__sheap_used(), and with framing an intact chunk header (not a
+ * block in a hole left by glibc's unmapping of a framed slot). Reads the header: callers
+ * ask in cold paths only, about a block handed to free() or realloc(), before handing it to
+ * the heap. */
 MEMPROF_INTERNAL bool memprof__sheap_holds(const struct memprof_sheap *h, const void *p);
+/* Seals the heap (above): no fresh slots from now on, and the address space above each
+ * class's last slot is given back. Returns the bytes of address space given back (0 if
+ * there is no reservation or it was sealed before). Lock-free; safe while other threads
+ * allocate and free; a system call per class. */
+MEMPROF_INTERNAL size_t memprof__sheap_seal(struct memprof_sheap *h);
 /* The usable size of a block of the heap (its slot size, less the lead if framed). */
 MEMPROF_INTERNAL size_t memprof__sheap_usable(const struct memprof_sheap *h, const void *p);
 /* Whether a block of n bytes (n > 0) would get the slot size of block p, so that realloc

@@ -37,7 +37,8 @@ struct memprof_rng {
 struct memprof_tls {
     int64_t countdown; /* bytes until the next sample point; 0 = not drawn yet (cold path) */
     struct memprof_rng rng;
-    uintptr_t stack_top; /* exclusive upper bound of this thread's stack, 0 = not yet known */
+    uintptr_t stack_lo;  /* [stack_lo, stack_top): the mapping of the stack this thread */
+    uintptr_t stack_top; /* last sampled on, for frame-pointer walks; 0, 0 = not known */
     uint32_t generation; /* engine generation the countdown was drawn for */
     uint8_t guard;       /* set while profiler code runs on this thread (re-entrancy) */
     uint8_t seeded;      /* rng has been seeded (cleared in a fork child) */

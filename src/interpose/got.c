@@ -115,6 +115,37 @@ HOOK void *got_pvalloc(size_t n)
     return memprof__wrap_pvalloc(&real, n, page_size);
 }
 
+/* The resource-limit setters: a finite RLIMIT_AS seals the sample heap first (wrappers.h).
+ * On the 64-bit targets struct rlimit and struct rlimit64 are the same. */
+static int (*real_setrlimit)(int, const struct rlimit *);
+static int (*real_setrlimit64)(int, const struct rlimit *);
+static int (*real_prlimit)(pid_t, int, const struct rlimit *, struct rlimit *);
+static int (*real_prlimit64)(pid_t, int, const struct rlimit *, struct rlimit *);
+
+static int got_setrlimit(int resource, const struct rlimit *rl)
+{
+    memprof__before_rlimit(0, resource, rl ? &rl->rlim_cur : NULL);
+    return real_setrlimit(resource, rl);
+}
+
+static int got_setrlimit64(int resource, const struct rlimit *rl)
+{
+    memprof__before_rlimit(0, resource, rl ? &rl->rlim_cur : NULL);
+    return real_setrlimit64(resource, rl);
+}
+
+static int got_prlimit(pid_t pid, int resource, const struct rlimit *rl, struct rlimit *old)
+{
+    memprof__before_rlimit(pid, resource, rl ? &rl->rlim_cur : NULL);
+    return real_prlimit(pid, resource, rl, old);
+}
+
+static int got_prlimit64(pid_t pid, int resource, const struct rlimit *rl, struct rlimit *old)
+{
+    memprof__before_rlimit(pid, resource, rl ? &rl->rlim_cur : NULL);
+    return real_prlimit64(pid, resource, rl, old);
+}
+
 static void *got_dlopen(const char *file, int mode);
 
 static const struct memprof_import hooks[] = {
@@ -129,7 +160,14 @@ static const struct memprof_import hooks[] = {
     {"valloc", (void *)got_valloc},
     {"pvalloc", (void *)got_pvalloc},
     {"dlopen", (void *)got_dlopen},
+    /* Last: patched only if libc has them all (find_real()). */
+    {"setrlimit", (void *)got_setrlimit},
+    {"setrlimit64", (void *)got_setrlimit64},
+    {"prlimit", (void *)got_prlimit},
+    {"prlimit64", (void *)got_prlimit64},
 };
+#define N_RLIMIT_HOOKS 4
+static size_t n_hooks = MEMPROF_ARRAY_SIZE(hooks);
 
 /* ---- patching ---------------------------------------------------------------------------- */
 
@@ -144,7 +182,7 @@ static int patch_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size, (void)data;
     if (!skip_object(info))
-        memprof__imports_patch(info, hooks, MEMPROF_ARRAY_SIZE(hooks));
+        memprof__imports_patch(info, hooks, n_hooks);
     return 0;
 }
 
@@ -266,6 +304,14 @@ static int find_real(void)
         .malloc_usable_size = (size_t(*)(void *))dlsym(libc, "malloc_usable_size"),
     };
     void *(*dl)(const char *, int) = (void *(*)(const char *, int))dlsym(libc, "dlopen");
+    real_setrlimit = (int (*)(int, const struct rlimit *))dlsym(libc, "setrlimit");
+    real_setrlimit64 = (int (*)(int, const struct rlimit *))dlsym(libc, "setrlimit64");
+    real_prlimit =
+        (int (*)(pid_t, int, const struct rlimit *, struct rlimit *))dlsym(libc, "prlimit");
+    real_prlimit64 =
+        (int (*)(pid_t, int, const struct rlimit *, struct rlimit *))dlsym(libc, "prlimit64");
+    if (!real_setrlimit || !real_setrlimit64 || !real_prlimit || !real_prlimit64)
+        n_hooks = MEMPROF_ARRAY_SIZE(hooks) - N_RLIMIT_HOOKS;
     dlclose(libc);
     if (!a.malloc || !a.free || !a.calloc || !a.realloc || !a.posix_memalign || !a.aligned_alloc ||
         !a.memalign || !a.valloc || !dl)

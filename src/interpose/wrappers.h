@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "core/engine.h"
 
@@ -199,15 +201,6 @@ MEMPROF_INLINE void *memprof__wrap_malloc(const struct memprof_allocator *a, siz
     return memprof__malloc_sampled(a, n);
 }
 
-/* The free of a block in the sample heap's range: the heap's, or (framed heap only) the
- * real allocator's in a hole glibc left there, which no sample of the filter can be. */
-MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE MEMPROF_COLD __attribute__((unused)) void
-memprof__free_in_range(const struct memprof_allocator *a, void *p)
-{
-    if (!memprof__free_sampled_block(p))
-        a->free(p);
-}
-
 /* The free of a block the Bloom filter may know. */
 MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE __attribute__((unused)) void
 memprof__free_maybe_sampled(const struct memprof_allocator *a, void *p)
@@ -226,6 +219,25 @@ memprof__free_filtered(const struct memprof_allocator *a, void *p)
         memprof__free_maybe_sampled(a, p);
     else
         a->free(p);
+}
+
+/* The free of a block in the sample heap's range: the heap's, or the real allocator's in
+ * address space the heap no longer maps (a hole glibc left by unmapping a framed slot, or
+ * above a sealed class's mark), which may be a sample the filter knows. */
+MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE MEMPROF_COLD __attribute__((unused)) void
+memprof__free_in_range(const struct memprof_allocator *a, void *p)
+{
+    if (!memprof__free_sampled_block(p))
+        memprof__free_filtered(a, p);
+}
+
+/* Before a setrlimit() or prlimit() of RLIMIT_AS: a finite soft limit for this process
+ * would count the sample heap's reservation against the program's budget, so the heap is
+ * sealed first (sampleheap.h). `soft` is NULL when no new limit is set. */
+static inline void memprof__before_rlimit(pid_t pid, int resource, const rlim_t *soft)
+{
+    if (resource == RLIMIT_AS && soft && *soft != RLIM_INFINITY && (pid == 0 || pid == getpid()))
+        memprof__engine_limit_address_space();
 }
 
 MEMPROF_INLINE void memprof__wrap_free(const struct memprof_allocator *a, void *p)

@@ -11,8 +11,9 @@ libmemprof.so.1 must export exactly what src/libmemprof.map lists:
   * the public names equal the functions the installed headers declare with MEMPROF_API;
   * a node already in the ABI baseline (abi/libmemprof.abi.xml) is frozen: the set of its
     symbols equals the baseline's. New functions go into a new node (abi/README.md).
-libmemprof-preload.so must export the allocator entry points of its version script and
-nothing else.
+libmemprof-preload.so must export the allocator entry points of its version script, the
+resource-limit setters that seal the sample heap first (src/interpose/preload_rlimit.c),
+and nothing else.
 
 Reads the dynamic symbol table with readelf (binutils). Exit status: 0 pass, 1 fail,
 77 skip (no readelf).
@@ -32,6 +33,9 @@ ALLOCATOR_ENTRY_POINTS = {
     "aligned_alloc", "memalign", "valloc", "pvalloc", "malloc_usable_size", "free_sized",
     "free_aligned_sized",
 }
+# ... and the setters of RLIMIT_AS, which must give back the sample heap's reserved
+# address space before a limit takes effect.
+RLIMIT_SETTERS = {"setrlimit", "setrlimit64", "prlimit", "prlimit64"}
 
 failures = []
 
@@ -187,8 +191,9 @@ def check_preload(args):
     for _, globs, _ in parse_version_script(args.preload_map):
         listed.update(globs)
     for sym in sorted(exported):
-        if sym not in ALLOCATOR_ENTRY_POINTS:
-            fail(f"the preload plugin exports {sym}, which is not an allocator entry point")
+        if sym not in ALLOCATOR_ENTRY_POINTS | RLIMIT_SETTERS:
+            fail(f"the preload plugin exports {sym}, which is not an allocator entry point "
+                 "or a resource-limit setter")
         elif sym not in listed:
             fail(f"the preload plugin exports {sym}, which its version script does not list")
     for sym in sorted(listed):

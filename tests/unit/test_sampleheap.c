@@ -7,16 +7,21 @@
  * when large; requests it cannot serve get NULL; and threads allocating and freeing at once
  * never get the same block twice. With chunk framing (the GOT start's heap), blocks carry
  * glibc's mmap()ed-chunk header, which glibc's own free(), realloc() and malloc_usable_size()
- * accept, and a block whose header is not the heap's is not taken for one.
+ * accept, and a block whose header is not the heap's is not taken for one. A sealed heap
+ * (the program limited its address space) serves no fresh slot, keeps its blocks and
+ * recycled slots, gives back the address space above each class's last slot, and does not
+ * take blocks someone maps there for its own, also while threads allocate as it is sealed.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/sampleheap.h"
@@ -300,6 +305,128 @@ static void test_a_limited_address_space_gets_no_heap(void)
     EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* Whether [p, p + len) is mapped at all. */
+static bool mapped(const void *p, size_t len)
+{
+    unsigned char vec[16];
+    return len / page_size() <= sizeof vec && mincore((void *)p, len, vec) == 0;
+}
+
+static void test_a_sealed_heap_serves_no_fresh_slot_but_keeps_its_blocks(void)
+{
+    struct memprof_sheap h;
+    CHECK(setup(&h));
+    char *a = memprof__sheap_alloc(&h, 100, 0, false);  /* class 128 */
+    char *b = memprof__sheap_alloc(&h, 5000, 0, false); /* class 8192 */
+    char *c = memprof__sheap_alloc(&h, 5000, 0, false);
+    CHECK(a && b && c);
+    memset(a, 7, 100);
+    memprof__sheap_free(&h, b); /* on its class's free list */
+
+    size_t size = (size_t)MEMPROF_SHEAP_CLASSES << MEMPROF_SHEAP_RANGE_SHIFT;
+    size_t released = memprof__sheap_seal(&h);
+    EXPECT(released > size - ((size_t)64 << 20) && released < size);
+    EXPECT_EQ_U(memprof__sheap_seal(&h), 0); /* once */
+
+    EXPECT(memprof__sheap_owns(&h, a) && memprof__sheap_holds(&h, a) && a[99] == 7);
+    EXPECT(memprof__sheap_alloc(&h, 100, 0, false) == NULL);     /* no fresh slot */
+    EXPECT(memprof__sheap_alloc(&h, 1 << 20, 0, false) == NULL); /* a class never used */
+    char *again = memprof__sheap_alloc(&h, 5000, 0, true);       /* recycled */
+    EXPECT(again == b);
+    EXPECT(again && again[0] == 0 && again[4999] == 0);
+    memprof__sheap_free(&h, a);
+    EXPECT(memprof__sheap_alloc(&h, 100, 0, false) == a);
+    memprof__sheap_free(&h, a);
+    memprof__sheap_free(&h, again);
+    memprof__sheap_free(&h, c);
+    memprof__sheap_destroy(&h);
+}
+
+static void test_a_sealed_heap_unmaps_above_each_class_and_holds_nothing_there(void)
+{
+    struct memprof_sheap h;
+    CHECK(setup(&h));
+    size_t page = page_size(), slot = 2 * page;
+    char *last = NULL;
+    for (int i = 0; i < 40; i++)
+        last = memprof__sheap_alloc(&h, slot, 0, false);
+    CHECK(last != NULL);
+    memprof__sheap_seal(&h);
+    EXPECT(mapped(last, slot));
+    /* The class's first slots past the mark: unmapped, owned by range, not the heap's. */
+    char *above = last + 32 * slot;
+    EXPECT(!mapped(above, page));
+    EXPECT(memprof__sheap_owns(&h, above));
+    EXPECT(!memprof__sheap_used(&h, above) && !memprof__sheap_holds(&h, above));
+    EXPECT(memprof__sheap_used(&h, last) && memprof__sheap_holds(&h, last));
+    /* A class no block ever came from is wholly given back, and the kernel may map there. */
+    char *empty = (char *)h.base + ((size_t)(20 - MEMPROF_SHEAP_MIN_SHIFT) << 30);
+    EXPECT(!mapped(empty, page));
+    void *theirs = mmap(empty, page, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    EXPECT(theirs == empty);
+    EXPECT(memprof__sheap_owns(&h, empty) && !memprof__sheap_holds(&h, empty));
+    if (theirs != MAP_FAILED)
+        munmap(theirs, page);
+    memprof__sheap_destroy(&h);
+}
+
+/* Threads allocating blocks of several classes and writing all of them, while the heap is
+ * sealed under them: a slot handed out past a class's mark would be unmapped memory. */
+struct seal_churn {
+    struct memprof_sheap *h;
+    _Atomic int *sealed;
+    _Atomic unsigned long *after_seal;
+};
+
+static void *seal_churn_thread(void *arg)
+{
+    struct seal_churn *c = arg;
+    uint64_t rng = (uintptr_t)arg;
+    enum { LIVE = 32 };
+    char *live[LIVE] = {0};
+    for (int i = 0; i < 100000; i++) {
+        unsigned k = (unsigned)test_rand_below(&rng, LIVE);
+        if (live[k])
+            memprof__sheap_free(c->h, live[k]);
+        size_t n = (size_t)16 << test_rand_below(&rng, 12);
+        int sealed = atomic_load(c->sealed);
+        live[k] = memprof__sheap_alloc(c->h, n, 0, false);
+        if (live[k]) {
+            memset(live[k], 1, n);
+            *c->after_seal += sealed != 0;
+        }
+    }
+    for (unsigned k = 0; k < LIVE; k++)
+        if (live[k])
+            memprof__sheap_free(c->h, live[k]);
+    return NULL;
+}
+
+static void test_sealing_while_threads_allocate_hands_out_no_unmapped_slot(void)
+{
+    struct memprof_sheap h;
+    CHECK(setup(&h));
+    enum { THREADS = 4 };
+    pthread_t t[THREADS];
+    struct seal_churn c[THREADS];
+    _Atomic int sealed = 0;
+    _Atomic unsigned long after_seal = 0;
+    for (unsigned i = 0; i < THREADS; i++) {
+        c[i] = (struct seal_churn){&h, &sealed, &after_seal};
+        CHECK(pthread_create(&t[i], NULL, seal_churn_thread, &c[i]) == 0);
+    }
+    struct timespec pause = {0, 20 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    EXPECT(memprof__sheap_seal(&h) > 0);
+    atomic_store(&sealed, 1);
+    for (unsigned i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    /* Recycled slots still serve: the heap went on working after the seal. */
+    EXPECT(after_seal > 0);
+    memprof__sheap_destroy(&h);
+}
+
 /* Threads allocating and freeing at once: each writes its id into its blocks and checks it
  * is still there before the free, so a block handed out twice shows up. The writes are
  * relaxed atomics: a thread popping a free list reads the first word of a block another
@@ -390,6 +517,9 @@ int main(int argc, char **argv)
         TEST_CASE(test_glibc_frees_reallocs_and_sizes_framed_blocks),
         TEST_CASE(test_only_blocks_with_the_heaps_header_are_held),
         TEST_CASE(test_threads_never_share_a_framed_block),
+        TEST_CASE(test_a_sealed_heap_serves_no_fresh_slot_but_keeps_its_blocks),
+        TEST_CASE(test_a_sealed_heap_unmaps_above_each_class_and_holds_nothing_there),
+        TEST_CASE(test_sealing_while_threads_allocate_hands_out_no_unmapped_slot),
     };
     return TEST_MAIN(cases, false);
 }

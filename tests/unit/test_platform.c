@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the platform layer's stack-bounds lookup (src/core/platform.h,
+ * memprof__pf_mapping_of()), which bounds frame-pointer walks: it names the mapping that
+ * holds an address -- a thread's stack, the main stack, a mapping of the test's own, also
+ * one whose line in /proc/self/maps is longer than the reader's buffer -- and nothing for
+ * an address no mapping holds.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/platform.h"
+#include "test.h"
+
+static size_t page_size(void)
+{
+    return (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static void test_the_main_stack_holds_a_local_variable(void)
+{
+    int local = 0;
+    uintptr_t lo = 0, hi = 0;
+    CHECK(memprof__pf_mapping_of((uintptr_t)&local, &lo, &hi));
+    EXPECT(lo <= (uintptr_t)&local && (uintptr_t)&local < hi);
+    EXPECT_EQ_U(lo % page_size(), 0);
+    EXPECT_EQ_U(hi % page_size(), 0);
+}
+
+static void *thread_bounds(void *arg)
+{
+    uintptr_t *b = arg;
+    int local = 0;
+    b[2] = (uintptr_t)&local;
+    b[3] = memprof__pf_mapping_of(b[2], &b[0], &b[1]);
+    return NULL;
+}
+
+static void test_a_threads_stack_holds_its_local_variable_and_not_the_main_stack(void)
+{
+    uintptr_t b[4] = {0}, mlo = 0, mhi = 0;
+    int local = 0;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, thread_bounds, b) == 0);
+    pthread_join(t, NULL);
+    CHECK(b[3]);
+    EXPECT(b[0] <= b[2] && b[2] < b[1]);
+    CHECK(memprof__pf_mapping_of((uintptr_t)&local, &mlo, &mhi));
+    EXPECT(b[1] <= mlo || b[0] >= mhi);
+}
+
+static void test_a_mapping_is_found_exactly_and_a_hole_is_not(void)
+{
+    size_t page = page_size();
+    char *p = mmap(NULL, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(p != MAP_FAILED);
+    /* Three mappings of their own: different protections keep the kernel from merging. */
+    CHECK(mprotect(p + page, page, PROT_READ) == 0);
+    uintptr_t lo = 0, hi = 0;
+    EXPECT(memprof__pf_mapping_of((uintptr_t)p + page + 8, &lo, &hi));
+    EXPECT_EQ_U(lo, (uintptr_t)p + page);
+    EXPECT_EQ_U(hi, (uintptr_t)p + 2 * page);
+    munmap(p + page, page);
+    EXPECT(!memprof__pf_mapping_of((uintptr_t)p + page + 8, &lo, &hi));
+    munmap(p, page);
+    munmap(p + 2 * page, page);
+}
+
+static void test_a_mapping_with_a_path_longer_than_the_buffer_is_found(void)
+{
+    /* A file whose name takes more than the reader's 1 KiB, mapped: its line is judged by
+     * its head, and the lines after it are still read. */
+    char dir[] = "/tmp/memprof-platform-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[4096];
+    size_t n = (size_t)snprintf(path, sizeof path, "%s/", dir);
+    memset(path + n, 'x', 250);
+    path[n + 250] = 0;
+    /* Four directories of 250 bytes and the file: about 1.3 KiB. */
+    for (int i = 0; i < 4; i++) {
+        CHECK(mkdir(path, 0700) == 0);
+        n = strlen(path);
+        path[n] = '/';
+        memset(path + n + 1, 'y', 250);
+        path[n + 251] = 0;
+    }
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+    CHECK(fd >= 0);
+    size_t page = page_size();
+    CHECK(ftruncate(fd, (off_t)page) == 0);
+    char *m = mmap(NULL, page, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    CHECK(m != MAP_FAILED);
+    uintptr_t lo = 0, hi = 0;
+    EXPECT(memprof__pf_mapping_of((uintptr_t)m + 1, &lo, &hi));
+    EXPECT_EQ_U(lo, (uintptr_t)m);
+    int local = 0; /* the main stack comes after it in the file */
+    EXPECT(memprof__pf_mapping_of((uintptr_t)&local, &lo, &hi));
+    EXPECT(lo <= (uintptr_t)&local && (uintptr_t)&local < hi);
+    munmap(m, page);
+    unlink(path);
+    for (int i = 0; i < 5; i++) {
+        *strrchr(path, '/') = 0;
+        rmdir(path);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static const struct test_case cases[] = {
+        TEST_CASE(test_the_main_stack_holds_a_local_variable),
+        TEST_CASE(test_a_threads_stack_holds_its_local_variable_and_not_the_main_stack),
+        TEST_CASE(test_a_mapping_is_found_exactly_and_a_hole_is_not),
+        TEST_CASE(test_a_mapping_with_a_path_longer_than_the_buffer_is_found),
+    };
+    return TEST_MAIN(cases, false);
+}
