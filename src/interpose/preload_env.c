@@ -8,7 +8,8 @@
  *                   leaves memprof_init()/memprof_start() to the program.
  *   MEMPROF_RATE    mean bytes between samples, with an optional K, M or G suffix (KiB,
  *                   MiB, GiB); default 512K.
- *   MEMPROF_OUTPUT  profile written at exit; "%p" is replaced by the pid, "%%" by "%".
+ *   MEMPROF_OUTPUT  profile written at exit; "%p" is replaced by the pid, "%%" by "%". A
+ *                   relative path is relative to the directory the program started in.
  *                   Unset: nothing is written. Ignored in set-uid/set-gid programs.
  *   MEMPROF_FORMAT  pprof, speedscope, collapsed, text or html (default: from the file
  *                   extension, else text).
@@ -120,12 +121,21 @@ void memprof__preload_configure(bool sample_heap_ok)
                 fmt);
     }
 
-    /* secure_getenv: a set-uid/set-gid program must not be made to write files. */
+    /* secure_getenv: a set-uid/set-gid program must not be made to write files. A relative
+     * path is taken from the directory the program started in: one that changes directory
+     * (a daemon's chdir("/")) still writes where the user asked. */
     const char *out = secure_getenv("MEMPROF_OUTPUT");
-    if (out && strlen(out) >= sizeof dump.output)
-        say("memprof: ignoring MEMPROF_OUTPUT: longer than %d bytes", PATH_MAX - 1);
+    char cwd[PATH_MAX];
+    int len = 0;
+    if (out && *out && *out != '/' && getcwd(cwd, sizeof cwd))
+        len = snprintf(dump.output, sizeof dump.output, "%s%s%s", cwd,
+                       cwd[strlen(cwd) - 1] == '/' ? "" : "/", out);
     else if (out)
-        strcpy(dump.output, out);
+        len = snprintf(dump.output, sizeof dump.output, "%s", out);
+    if (len < 0 || (size_t)len >= sizeof dump.output) {
+        say("memprof: ignoring MEMPROF_OUTPUT: longer than %d bytes", PATH_MAX - 1);
+        dump.output[0] = 0;
+    }
 
     const char *interval = getenv("MEMPROF_INTERVAL");
     if (interval && *interval) {

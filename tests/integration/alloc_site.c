@@ -6,7 +6,9 @@
  * frees small blocks (noise that must not show as live). It prints "pid <pid>" so the
  * runner can check the %p substitution in the profile's file name, and exits with the
  * status given as argv[1] (default 0), so the runner can check that the exit-time profile
- * never changes it. It does not link libmemprof: it is profiled only through LD_PRELOAD.
+ * never changes it. With ITEST_CHDIR set it then changes to that directory, as a daemon
+ * does, so the runner can check where a relative MEMPROF_OUTPUT goes. It does not link
+ * libmemprof: it is profiled only through LD_PRELOAD.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,5 +47,7 @@ int main(int argc, char **argv)
     itest_hold_blocks();
     itest_churn();
     printf("pid %d\n", (int)getpid());
+    const char *dir = getenv("ITEST_CHDIR");
+    CHECK(!dir || chdir(dir) == 0, "chdir failed");
     return status; /* the blocks stay live: the profile is written after this */
 }

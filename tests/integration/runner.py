@@ -305,6 +305,20 @@ def cmd_symlink_output(a):
               "files left behind: %s" % sorted(os.listdir(tmp)))
 
 
+def cmd_relative_output(a):
+    """A relative MEMPROF_OUTPUT is taken from the directory the program started in, also
+    when the program changes directory before it exits."""
+    with tempfile.TemporaryDirectory(prefix="memprof-relative-") as tmp:
+        elsewhere = os.path.join(tmp, "elsewhere")
+        os.mkdir(elsewhere)
+        profiled_run(a, tmp, "prof.txt", {"ITEST_CHDIR": elsewhere})
+        found = sorted(os.listdir(tmp)), sorted(os.listdir(elsewhere))
+        print("in the starting directory: %s; in the one it moved to: %s" % found)
+        check(found == (["elsewhere", "prof.txt"], []),
+              "expected prof.txt in the starting directory only")
+        check(profile_header_ok(os.path.join(tmp, "prof.txt")), "prof.txt is not a text profile")
+
+
 def cmd_unwritable_output(a):
     """A profile that cannot be written: one line on stderr, the exit status is kept."""
     with tempfile.TemporaryDirectory(prefix="memprof-unwritable-") as tmp:
@@ -467,6 +481,7 @@ def main():
                        ("dlopen-profile", cmd_dlopen_profile),
                        ("exit-busy", cmd_exit_busy),
                        ("symlink-output", cmd_symlink_output),
+                       ("relative-output", cmd_relative_output),
                        ("unwritable-output", cmd_unwritable_output)):
         s = sub.add_parser(name)
         s.add_argument("--preload", required=True)
