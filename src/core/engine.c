@@ -570,7 +570,7 @@ void memprof__engine_limit_address_space(void)
     if (released && E.log_fn) {
         char msg[200];
         snprintf(msg, sizeof msg,
-                 "the program limits its address space: the sample heap gave back %zu MiB of "
+                 "the program limits its address space or data size: the sample heap gave back %zu MiB of "
                  "reserved addresses and takes no new blocks (samples now come from the "
                  "allocator)",
                  released >> 20);

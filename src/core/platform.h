@@ -22,8 +22,8 @@ void *memprof__pf_map(size_t size);
 void memprof__pf_unmap(void *p, size_t size);
 /* Like memprof__pf_map(), for a large range used sparsely (the sample heap): transparent huge
  * pages are off, so touching one small block commits one page, not 2 MiB. Returns NULL when
- * the process's address space is limited (RLIMIT_AS), where the reservation would be taken
- * from the program's own budget, or when the mapping fails. */
+ * the process's address space or data size is limited (RLIMIT_AS, RLIMIT_DATA), where the
+ * reservation would be taken from the program's own budget, or when the mapping fails. */
 void *memprof__pf_map_sparse(size_t size);
 /* Gives the pages of [p, p + size) back to the kernel; they read as zero afterwards. p and
  * size are page-aligned. Leaves errno as it was. */

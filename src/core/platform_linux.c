@@ -37,8 +37,11 @@ void memprof__pf_unmap(void *p, size_t size)
 
 void *memprof__pf_map_sparse(size_t size)
 {
-    struct rlimit as;
-    if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur != RLIM_INFINITY)
+    /* Both limits count a private writable mapping, reserved or not (RLIMIT_DATA since
+     * Linux 4.7). */
+    struct rlimit as, data;
+    if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur != RLIM_INFINITY ||
+        getrlimit(RLIMIT_DATA, &data) != 0 || data.rlim_cur != RLIM_INFINITY)
         return NULL;
     void *p = memprof__pf_map(size);
     if (p)

@@ -30,9 +30,9 @@
  * NULL, and the caller takes the block from the real allocator instead: such samples are
  * tracked by the heap map and the Bloom filter as before.
  *
- * Sealing. The reservation counts against RLIMIT_AS like any mapping, so a program that
- * limits its own address space after start-up (the heap is not reserved when a limit is
- * already set) would find its allocations failing far below its limit. Before such a limit
+ * Sealing. The reservation counts against RLIMIT_AS like any mapping, and against
+ * RLIMIT_DATA like any private writable one, so a program that limits its own address
+ * space or data size after start-up (the heap is not reserved when a limit is already set) would find its allocations failing far below its limit. Before such a limit
  * takes effect the backends seal the heap: each class stops taking fresh slots (its bump
  * index gets a sealed bit, set by the same compare-and-swap that bumps, so no thread can
  * take a slot past the mark) and the part of its sub-range above the last slot ever handed
@@ -91,7 +91,7 @@ struct memprof_sheap {
 
 /* Reserves the address range; `frame` is 0, or the page size to frame every block as a
  * glibc mmap()ed chunk (above). Returns 0, or -ENOMEM if it cannot be had (the address space
- * is limited by RLIMIT_AS, or the mapping failed); the heap then stays empty and serves
+ * or data size is limited by RLIMIT_AS or RLIMIT_DATA, or the mapping failed); the heap then stays empty and serves
  * nothing. Not thread-safe: called once before any allocation can reach the heap. */
 int memprof__sheap_init(struct memprof_sheap *h, size_t frame);
 /* Unmaps the range. Only when no block can still be in use (tests). */

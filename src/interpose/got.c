@@ -115,7 +115,7 @@ HOOK void *got_pvalloc(size_t n)
     return memprof__wrap_pvalloc(&real, n, page_size);
 }
 
-/* The resource-limit setters: a finite RLIMIT_AS seals the sample heap first (wrappers.h).
+/* The resource-limit setters: a finite RLIMIT_AS or RLIMIT_DATA seals the sample heap first (wrappers.h).
  * On the 64-bit targets struct rlimit and struct rlimit64 are the same. */
 static int (*real_setrlimit)(int, const struct rlimit *);
 static int (*real_setrlimit64)(int, const struct rlimit *);

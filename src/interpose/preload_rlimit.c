@@ -2,9 +2,10 @@
 /*
  * The plugin's setrlimit(), setrlimit64(), prlimit() and prlimit64(): each forwards to the
  * next definition (glibc's), after sealing the sample heap when the call gives this process
- * a finite RLIMIT_AS (wrappers.h, memprof__before_rlimit()). The heap's reservation is
- * address space, and a program that limits its own, as sandboxes and test harnesses do,
- * would otherwise find its allocations failing long before its limit.
+ * a finite RLIMIT_AS or RLIMIT_DATA (wrappers.h, memprof__before_rlimit()). The heap's
+ * reservation is address space in a private writable mapping, which both limits count, and
+ * a program that limits its own, as sandboxes and test harnesses do, would otherwise find
+ * its allocations failing long before its limit.
  *
  * The file defines all four names itself, so it is compiled without _FILE_OFFSET_BITS: with
  * it, glibc's headers would rename setrlimit to setrlimit64 here. On the 64-bit targets the

@@ -231,12 +231,13 @@ memprof__free_in_range(const struct memprof_allocator *a, void *p)
         memprof__free_filtered(a, p);
 }
 
-/* Before a setrlimit() or prlimit() of RLIMIT_AS: a finite soft limit for this process
- * would count the sample heap's reservation against the program's budget, so the heap is
- * sealed first (sampleheap.h). `soft` is NULL when no new limit is set. */
+/* Before a setrlimit() or prlimit() of RLIMIT_AS or RLIMIT_DATA: a finite soft limit for
+ * this process would count the sample heap's reservation against the program's budget, so
+ * the heap is sealed first (sampleheap.h). `soft` is NULL when no new limit is set. */
 static inline void memprof__before_rlimit(pid_t pid, int resource, const rlim_t *soft)
 {
-    if (resource == RLIMIT_AS && soft && *soft != RLIM_INFINITY && (pid == 0 || pid == getpid()))
+    if ((resource == RLIMIT_AS || resource == RLIMIT_DATA) && soft && *soft != RLIM_INFINITY &&
+        (pid == 0 || pid == getpid()))
         memprof__engine_limit_address_space();
 }
 

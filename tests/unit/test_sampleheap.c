@@ -287,22 +287,25 @@ static void test_requests_it_cannot_serve_get_null(void)
 
 static void test_a_limited_address_space_gets_no_heap(void)
 {
-    /* RLIMIT_AS counts the reservation against the program's own budget: none is made. In a
-     * child, so the limit stays there. */
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        struct rlimit lim = {(rlim_t)64 << 30, (rlim_t)64 << 30};
-        if (setrlimit(RLIMIT_AS, &lim) != 0)
-            _exit(2);
-        struct memprof_sheap h = {0};
-        int rc = memprof__sheap_init(&h, 0);
-        _exit(rc == -ENOMEM && h.size == 0 && memprof__sheap_alloc(&h, 16, 0, false) == NULL ? 0
-                                                                                             : 1);
+    /* RLIMIT_AS and RLIMIT_DATA count the reservation against the program's own budget:
+     * none is made. In a child, so the limit stays there. */
+    for (int resource = 0; resource < 2; resource++) {
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            struct rlimit lim = {(rlim_t)64 << 30, (rlim_t)64 << 30};
+            if (setrlimit(resource ? RLIMIT_DATA : RLIMIT_AS, &lim) != 0)
+                _exit(2);
+            struct memprof_sheap h = {0};
+            int rc = memprof__sheap_init(&h, 0);
+            _exit(rc == -ENOMEM && h.size == 0 && memprof__sheap_alloc(&h, 16, 0, false) == NULL
+                      ? 0
+                      : 1);
+        }
+        int status;
+        CHECK(waitpid(pid, &status, 0) == pid);
+        EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
-    int status;
-    CHECK(waitpid(pid, &status, 0) == pid);
-    EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 /* Whether [p, p + len) is mapped at all. */

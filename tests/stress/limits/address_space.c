@@ -4,9 +4,11 @@
  * to its limit. The sample heap reserves 27 GiB of address space, which counts against
  * RLIMIT_AS like any mapping: without its seal (src/core/sampleheap.h) every allocation
  * that needs a new mapping would fail at once under a limit of a few GiB.
- * argv: BACKEND CALL, BACKEND "preload" (LD_PRELOAD, MEMPROF_START=0) or "got" (no plugin),
- * CALL the function that sets the limit: setrlimit, prlimit (pid 0) or prlimit-self (the
- * process's own pid); the rate is MEMPROF_RATE (a plain number; unset: the default).
+ * argv: BACKEND CALL [data], BACKEND "preload" (LD_PRELOAD, MEMPROF_START=0) or "got" (no
+ * plugin), CALL the function that sets the limit: setrlimit, prlimit (pid 0) or prlimit-self
+ * (the process's own pid); "data" limits RLIMIT_DATA instead of RLIMIT_AS, which counts the
+ * reservation too (a private writable mapping). The rate is MEMPROF_RATE (a plain number;
+ * unset: the default).
  *
  * Blocks sampled before the limit (in the sample heap) are freed, reallocated and counted
  * as before; 1 GiB of blocks allocated under a 3 GiB limit all succeed (blocks of the real
@@ -34,20 +36,22 @@ static void on_log(void *ctx, int level, const char *msg)
 {
     (void)ctx;
     printf("log %d: %s\n", level, msg);
-    seals += strstr(msg, "limits its address space") != NULL;
+    seals += strstr(msg, "the program limits its") != NULL;
 }
 
-/* Sets RLIMIT_AS (soft and hard: the test may lower the hard limit, never raise it) with
- * the call under test. */
+static int limited = RLIMIT_AS;
+
+/* Sets the limit under test (soft and hard: the test may lower the hard limit, never raise
+ * it) with the call under test. */
 static int limit_as(const char *how, rlim_t v)
 {
     struct rlimit r = {v, v};
     if (!strcmp(how, "setrlimit"))
-        return setrlimit(RLIMIT_AS, &r);
+        return setrlimit(limited, &r);
     if (!strcmp(how, "prlimit"))
-        return prlimit(0, RLIMIT_AS, &r, NULL);
+        return prlimit(0, limited, &r, NULL);
     if (!strcmp(how, "prlimit-self"))
-        return prlimit(getpid(), RLIMIT_AS, &r, NULL);
+        return prlimit(getpid(), limited, &r, NULL);
     CHECK(0, "unknown call '%s' (setrlimit, prlimit or prlimit-self)", how);
     return -1;
 }
@@ -64,8 +68,11 @@ __attribute__((noinline)) void *limits_as_alloc(size_t size)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 3, "usage: %s preload|got setrlimit|prlimit|prlimit-self", argv[0]);
+    CHECK(argc == 3 || (argc == 4 && !strcmp(argv[3], "data")),
+          "usage: %s preload|got setrlimit|prlimit|prlimit-self [data]", argv[0]);
     limits_expect_backend(argv[1]);
+    if (argc == 4)
+        limited = RLIMIT_DATA;
     uint64_t rate = limits_rate();
     int heap = !strcmp(argv[1], "preload") || rate == 0 || rate >= FRAMED_RATE;
     memprof_config c;
@@ -88,7 +95,7 @@ int main(int argc, char **argv)
     CHECK(getrlimit(RLIMIT_NOFILE, &files) == 0, "getrlimit: %s", strerror(errno));
     CHECK(setrlimit(RLIMIT_NOFILE, &files) == 0, "setrlimit(RLIMIT_NOFILE): %s", strerror(errno));
     CHECK(limit_as(argv[2], RLIM_INFINITY) == 0, "%s(RLIM_INFINITY): %s", argv[2], strerror(errno));
-    CHECK(seals == 0, "the heap was sealed without a finite RLIMIT_AS");
+    CHECK(seals == 0, "the heap was sealed without a finite limit");
 
     CHECK(limit_as(argv[2], LIMIT) == 0, "%s: %s", argv[2], strerror(errno));
     CHECK(limit_as(argv[2], LIMIT) == 0, "%s again: %s", argv[2], strerror(errno));
@@ -116,6 +123,7 @@ int main(int argc, char **argv)
     errno = 0;
     void *too_big = malloc((size_t)4 << 30);
     CHECK(too_big == NULL && errno == ENOMEM, "a 4 GiB block under a 3 GiB limit");
+    free(too_big);
 
     for (int i = 0; i < AFTER; i++)
         free(after[i]);
