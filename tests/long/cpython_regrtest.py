@@ -21,9 +21,12 @@ import time
 PYTHON = "/usr/bin/python3"
 # Modules that stress what the profiler touches: many small allocations (json, dict, gc,
 # weakref), threads and their exit (threading), fork/exec and pipes (subprocess), mmap'ed
-# memory next to malloc'ed memory (mmap).
+# memory next to malloc'ed memory (mmap), resource limits (resource: setrlimit and prlimit,
+# which the profiler intercepts), signals and handlers on alternate stacks (signal,
+# faulthandler).
 DEFAULT_MODULES = ["test_json", "test_dict", "test_gc", "test_weakref", "test_threading",
-                   "test_subprocess", "test_mmap", "test_list", "test_set"]
+                   "test_subprocess", "test_mmap", "test_list", "test_set", "test_resource",
+                   "test_signal", "test_faulthandler"]
 SKIP = 77
 
 
