@@ -395,7 +395,9 @@ typedef enum memprof_format {
  * @brief **memprof_snapshot_write()** writes a snapshot to a file in a given format.
  *
  * Stacks are symbolized as by memprof_resolve_symbols(). The file is written to a temporary
- * name in the same directory and renamed over `path` (mode 0600).
+ * name in the same directory and renamed over `path` (mode 0600). A file larger than the
+ * process's RLIMIT_FSIZE fails with `-EFBIG`: SIGXFSZ, which would end the program, is
+ * blocked in the calling thread while it writes.
  *
  * @param snapshot a snapshot.
  * @param path destination file name.

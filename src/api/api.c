@@ -3,9 +3,11 @@
  * The public API's lifecycle, configuration, statistics and error functions: argument and
  * size-stamp validation in front of the engine (src/core/engine.c).
  */
+#define _GNU_SOURCE
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -51,8 +53,16 @@ const char *memprof_strerror(int err)
     case EPERM:
         return "Operation not permitted";
     default:
-        return "Unknown error";
+        break;
     }
+#if HAVE_STRERRORDESC_NP
+    /* Other file errors (EFBIG, EROFS, EISDIR, ...): glibc's static text, unlike strerror()
+     * never a buffer of its own. */
+    const char *desc = e <= INT_MAX ? strerrordesc_np((int)e) : NULL;
+    if (desc)
+        return desc;
+#endif
+    return "Unknown error";
 }
 
 unsigned memprof_version(void)

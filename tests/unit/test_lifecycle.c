@@ -270,9 +270,8 @@ static void test_strerror_never_returns_null(void)
             return;
         }
     }
-    /* Extremes: -INT_MIN is not representable, so negating it would be undefined.
-     * ENGINE BUG (see the issue-2 report): memprof_strerror() computes -err for negative
-     * codes (src/api/api.c), undefined for INT_MIN; UBSan builds (halt_on_error) fail here. */
+    /* Extremes: -INT_MIN is not representable, so negating it would be undefined (UBSan
+     * builds, halt_on_error, fail here if it is computed in int). */
     const int extremes[] = {INT_MAX, INT_MIN + 1, INT_MIN};
     for (int i = 0; i < 3; i++) {
         const char *m = memprof_strerror(extremes[i]);
@@ -293,6 +292,21 @@ static void test_strerror_describes_the_library_codes(void)
             EXPECT(strcmp(m, memprof_strerror(-codes[j])) != 0);
     }
     EXPECT(strcmp(memprof_strerror(0), unknown) != 0);
+}
+
+static void test_strerror_describes_file_errors(void)
+{
+    /* What writing a profile can meet besides the library's own codes: a profile over
+     * RLIMIT_FSIZE, a read-only file system, a directory as the path. */
+#if HAVE_STRERRORDESC_NP
+    const char *unknown = memprof_strerror(-4095);
+    const int codes[] = {EFBIG, EROFS, EISDIR, ENAMETOOLONG};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        EXPECT(strcmp(memprof_strerror(-codes[i]), unknown) != 0);
+    EXPECT(strcmp(memprof_strerror(-EFBIG), "File too large") == 0);
+#else
+    SKIP("no strerrordesc_np() in this C library");
+#endif
 }
 
 static void test_version_matches_the_header(void)
@@ -326,6 +340,7 @@ int main(int argc, char **argv)
         TEST_CASE(test_concurrent_init_has_exactly_one_winner),
         TEST_CASE(test_strerror_never_returns_null),
         TEST_CASE(test_strerror_describes_the_library_codes),
+        TEST_CASE(test_strerror_describes_file_errors),
         TEST_CASE(test_version_matches_the_header),
     };
     return TEST_MAIN(cases, true);

@@ -378,17 +378,18 @@ static void test_a_sealed_heap_unmaps_above_each_class_and_holds_nothing_there(v
  * heap is sealed under them: a slot handed out past a class's mark would be unmapped. */
 struct seal_churn {
     struct memprof_sheap *h;
-    _Atomic int *sealed;
-    _Atomic unsigned long *after_seal;
+    uint64_t seed;
+    _Atomic int *sealed, *stop;
+    _Atomic unsigned long *rounds, *after_seal;
 };
 
 static void *seal_churn_thread(void *arg)
 {
     struct seal_churn *c = arg;
-    uint64_t rng = (uintptr_t)arg;
+    uint64_t rng = c->seed;
     enum { LIVE = 32 };
     char *live[LIVE] = {0};
-    for (int i = 0; i < 100000; i++) {
+    while (!atomic_load(c->stop)) {
         unsigned k = (unsigned)test_rand_below(&rng, LIVE);
         if (live[k])
             memprof__sheap_free(c->h, live[k]);
@@ -402,11 +403,22 @@ static void *seal_churn_thread(void *arg)
                 __atomic_store_n((uint64_t *)(live[k] + off), 1, __ATOMIC_RELAXED);
             *c->after_seal += sealed != 0;
         }
+        (*c->rounds)++;
     }
     for (unsigned k = 0; k < LIVE; k++)
         if (live[k])
             memprof__sheap_free(c->h, live[k]);
     return NULL;
+}
+
+/* Waits until *counter reaches `target`; false after 30 s. */
+static bool wait_for(_Atomic unsigned long *counter, unsigned long target)
+{
+    for (int i = 0; i < 30000 && atomic_load(counter) < target; i++) {
+        struct timespec ms = {0, 1000 * 1000};
+        nanosleep(&ms, NULL);
+    }
+    return atomic_load(counter) >= target;
 }
 
 static void test_sealing_while_threads_allocate_hands_out_no_unmapped_slot(void)
@@ -416,20 +428,20 @@ static void test_sealing_while_threads_allocate_hands_out_no_unmapped_slot(void)
     enum { THREADS = 4 };
     pthread_t t[THREADS];
     struct seal_churn c[THREADS];
-    _Atomic int sealed = 0;
-    _Atomic unsigned long after_seal = 0;
+    _Atomic int sealed = 0, stop = 0;
+    _Atomic unsigned long rounds = 0, after_seal = 0;
     for (unsigned i = 0; i < THREADS; i++) {
-        c[i] = (struct seal_churn){&h, &sealed, &after_seal};
+        c[i] = (struct seal_churn){&h, i + 1, &sealed, &stop, &rounds, &after_seal};
         CHECK(pthread_create(&t[i], NULL, seal_churn_thread, &c[i]) == 0);
     }
-    struct timespec pause = {0, 20 * 1000 * 1000};
-    nanosleep(&pause, NULL);
+    EXPECT(wait_for(&rounds, 20000));
     EXPECT(memprof__sheap_seal(&h) > 0);
     atomic_store(&sealed, 1);
+    /* Recycled slots still serve: the heap goes on working after the seal. */
+    EXPECT(wait_for(&after_seal, 1000));
+    atomic_store(&stop, 1);
     for (unsigned i = 0; i < THREADS; i++)
         pthread_join(t[i], NULL);
-    /* Recycled slots still serve: the heap went on working after the seal. */
-    EXPECT(after_seal > 0);
     memprof__sheap_destroy(&h);
 }
 

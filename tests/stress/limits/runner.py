@@ -148,6 +148,11 @@ def cmd_failed_write(a):
             if os.geteuid() == 0:
                 target = os.path.join(tmp, "full")
                 os.mknod(target, 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+        elif a.target == "file-size-limit":
+            # Every profile is larger than the program's RLIMIT_FSIZE: the write must fail
+            # (EFBIG), not end the program with SIGXFSZ.
+            target = os.path.join(tmp, "prof.txt")
+            prefix = ["prlimit", "--fsize=64"]
         elif a.target == "read-only-dir":
             ro = os.path.join(tmp, "ro")
             os.mkdir(ro, 0o555)
