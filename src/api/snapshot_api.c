@@ -9,16 +9,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common/write_signals.h"
 #include "core/engine.h"
 #include "core/snapshot.h"
 #include "export/export.h"
@@ -232,18 +229,13 @@ static int write_format(const memprof_snapshot *s, memprof_format format, FILE *
     return rc;
 }
 
-/* Writes the profile to an open descriptor and closes it; 0 or a negative errno.
- * A profile larger than the program's RLIMIT_FSIZE must fail (EFBIG), not end the program:
- * SIGXFSZ, whose default action does, is blocked in this thread while it writes, and the
- * one the write raised is taken back before the mask is restored (unless one was pending
- * already: that one is the program's). */
+/* Writes the profile to an open descriptor and closes it; 0 or a negative errno. A profile
+ * larger than the program's RLIMIT_FSIZE fails with EFBIG instead of ending the program with
+ * SIGXFSZ (write_signals.h). */
 static int write_fd(const memprof_snapshot *snapshot, memprof_format format, int fd)
 {
-    sigset_t xfsz, old, pending;
-    sigemptyset(&xfsz);
-    sigaddset(&xfsz, SIGXFSZ);
-    pthread_sigmask(SIG_BLOCK, &xfsz, &old);
-    bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1;
+    struct memprof_write_signals held;
+    memprof__write_signals_hold(&held);
     int rc = 0;
     FILE *f = fdopen(fd, "w");
     if (!f) {
@@ -256,10 +248,7 @@ static int write_fd(const memprof_snapshot *snapshot, memprof_format format, int
         if (fclose(f) != 0 && rc == 0)
             rc = -errno;
     }
-    const struct timespec now = {0, 0};
-    while (!was_pending && sigtimedwait(&xfsz, NULL, &now) == SIGXFSZ) {
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    memprof__write_signals_release(&held);
     return rc;
 }
 

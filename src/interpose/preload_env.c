@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "api/values.h"
+#include "common/write_signals.h"
 #include "core/engine.h"
 #include "interpose/preload.h"
 #include "memprof/memprof.h"
@@ -60,8 +61,12 @@ void memprof__preload_say(const char *fmt, ...)
     if ((size_t)n > sizeof line - 2)
         n = sizeof line - 2;
     line[n++] = '\n';
-    /* One write() so lines from several processes do not interleave. */
+    /* One write() so lines from several processes do not interleave; a closed pipe on
+     * stderr must not end the program (write_signals.h). */
+    struct memprof_write_signals held;
+    memprof__write_signals_hold(&held);
     (void)!write(STDERR_FILENO, line, (size_t)n);
+    memprof__write_signals_release(&held);
 }
 
 #define say memprof__preload_say

@@ -189,6 +189,26 @@ def cmd_failed_write(a):
             check(not left, "files left behind: %s" % left)
 
 
+def cmd_closed_stderr(a):
+    """The plugin's one line about a failed write goes to a stderr whose reader has gone (a
+    pipe into `head`, closed): the write fails, and SIGPIPE does not end the program."""
+    with tempfile.TemporaryDirectory(prefix="memprof-pipe-") as tmp:
+        env = clean_env(dict(LD_PRELOAD=a.preload,
+                             MEMPROF_OUTPUT=os.path.join(tmp, "no-such-dir", "prof.txt"),
+                             MEMPROF_SIGNAL="USR2"))
+        r, w = os.pipe()
+        os.close(r)
+        try:
+            p = subprocess.run([a.program, "failed-writes", "0", "5"], env=env, cwd=tmp,
+                               stdout=subprocess.PIPE, stderr=w, timeout=120)
+        finally:
+            os.close(w)
+        print("--- exit %d, stdout %r" % (p.returncode, p.stdout))
+        check(p.returncode == 5,
+              "exit status %d, the program exits with 5 (-13 is SIGPIPE)" % p.returncode)
+        check(p.stdout.strip() == b"write_failures=0", "unexpected output %r" % p.stdout)
+
+
 def cmd_char_device(a):
     """A MEMPROF_OUTPUT that is a character device (here a private null device) is written
     to, never replaced by a regular file."""
