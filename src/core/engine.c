@@ -570,12 +570,34 @@ void memprof__engine_limit_address_space(void)
     if (released && E.log_fn) {
         char msg[200];
         snprintf(msg, sizeof msg,
-                 "the program limits its address space or data size: the sample heap gave back %zu MiB of "
+                 "the program limits its address space or data size: the sample heap gave back %zu "
+                 "MiB of "
                  "reserved addresses and takes no new blocks (samples now come from the "
                  "allocator)",
                  released >> 20);
         memprof__engine_log(MEMPROF_LOG_INFO, msg);
     }
+}
+
+int memprof__engine_mlockall(int flags, int (*real_mlockall)(int))
+{
+    struct memprof_range own[6 + MEMPROF_SHEAP_CLASSES];
+    size_t n = 0;
+#define OWN(p, bytes)                                                                              \
+    do {                                                                                           \
+        if (p)                                                                                     \
+            own[n++] = (struct memprof_range){(uintptr_t)(p), (uintptr_t)(p) + (bytes)};           \
+    } while (0)
+    OWN(E.hm.slots, E.hm.nslots * sizeof *E.hm.slots);
+    for (int i = 0; i < 2; i++)
+        OWN(E.bloom.filters[i].words, E.bloom.nwords * sizeof(uint64_t));
+    OWN(E.st.recs, E.st.max_stacks * sizeof *E.st.recs);
+    OWN(E.st.buckets, E.st.nbuckets * sizeof *E.st.buckets);
+    OWN(E.st.arena, E.st.arena_cap * sizeof *E.st.arena);
+#undef OWN
+    /* The sample heap's slots below each class's mark hold the program's own blocks. */
+    n += memprof__sheap_unused(&E.sheap, own + n, MEMPROF_SHEAP_CLASSES);
+    return memprof__pf_mlockall_except(flags, real_mlockall, own, n);
 }
 
 void memprof__engine_log(int level, const char *msg)

@@ -144,6 +144,9 @@ MEMPROF_INTERNAL int memprof__engine_use_framed_sample_heap(size_t page);
  * reservation would count against the limit (sampleheap.h). Idempotent; from any thread,
  * outside the hooks. */
 MEMPROF_INTERNAL void memprof__engine_limit_address_space(void);
+/* mlockall(flags) through real_mlockall, without faulting in the engine's tables and sample
+ * heap (platform.h, memprof__pf_mlockall_except()). From outside the hooks. */
+MEMPROF_INTERNAL int memprof__engine_mlockall(int flags, int (*real_mlockall)(int));
 /* Marks the object containing `addr` as profiler code, skipped at the leaf end of stacks. */
 MEMPROF_INTERNAL void memprof__engine_own_code(const void *addr);
 /* Passes `msg` to the log callback of memprof_config, if one was given at init. Only from

@@ -40,6 +40,17 @@ uint64_t memprof__pf_thread_id(void);
  * thread's lock, so a sample taken inside it would wait for itself -- but reads a file:
  * a cold path's call. */
 MEMPROF_INTERNAL bool memprof__pf_mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi);
+/* An address range [lo, hi). */
+struct memprof_range {
+    uintptr_t lo, hi;
+};
+/* mlockall(flags) for a program whose address space holds the profiler's tables `own`
+ * (sorted here): with MCL_CURRENT, real_mlockall() would fault in every page of them,
+ * hundreds of MiB never touched. Instead everything is locked on fault, every mapping but
+ * the tables is then faulted in and locked with mlock() as MCL_CURRENT does, and MCL_FUTURE
+ * is set as asked. Returns real_mlockall()'s result, with errno as it sets it. */
+MEMPROF_INTERNAL int memprof__pf_mlockall_except(int flags, int (*real_mlockall)(int),
+                                                 struct memprof_range *own, size_t n_own);
 /* The executable address range [*lo, *hi) of the loaded object that contains `addr`
  * (the span of its executable PT_LOAD segments). Returns 0 or -ENOENT. Takes the loader
  * lock: not for hooks. */

@@ -96,33 +96,34 @@ static uintptr_t parse_hex(const char **p, const char *end)
     return v;
 }
 
-/* Whether the /proc/self/maps line at [line, end), which starts "start-end ", holds addr. */
-static bool line_holds(const char *line, const char *end, uintptr_t addr, uintptr_t *lo,
-                       uintptr_t *hi)
+/* Reads the range of the /proc/self/maps line at [line, end), which starts "start-end ". */
+static bool parse_range(const char *line, const char *end, uintptr_t *lo, uintptr_t *hi)
 {
     uintptr_t start = parse_hex(&line, end);
     if (line == end || *line++ != '-')
         return false;
     uintptr_t stop = parse_hex(&line, end);
-    if (line == end || *line != ' ' || addr < start || addr >= stop)
+    if (line == end || *line != ' ')
         return false;
     *lo = start;
     *hi = stop;
     return true;
 }
 
-bool memprof__pf_mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
+/* Calls fn for each mapping of /proc/self/maps, in address order, until it returns true;
+ * false if the file cannot be read. Plain system calls into a stack buffer: no allocation,
+ * no lock. Only a line's head is needed; one longer than the buffer (a long path) is judged
+ * by its head and the rest skipped. */
+static bool for_each_mapping(bool (*fn)(void *ctx, uintptr_t lo, uintptr_t hi), void *ctx)
 {
-    /* Plain system calls into a stack buffer: no allocation, no lock. Only a line's head is
-     * needed; one longer than the buffer (a long path) is judged by its head and the rest
-     * skipped. */
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return false;
     char buf[1024];
     size_t have = 0;
-    bool found = false, skipping = false;
-    while (!found) {
+    bool done = false, skipping = false;
+    uintptr_t lo, hi;
+    while (!done) {
         ssize_t n = read(fd, buf + have, sizeof buf - have);
         if (n < 0 && errno == EINTR)
             continue;
@@ -130,13 +131,13 @@ bool memprof__pf_mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
             break;
         have += (size_t)n;
         char *line = buf, *end = buf + have, *nl;
-        while (!found && (nl = memchr(line, '\n', (size_t)(end - line))) != NULL) {
-            found = !skipping && line_holds(line, nl, addr, lo, hi);
+        while (!done && (nl = memchr(line, '\n', (size_t)(end - line))) != NULL) {
+            done = !skipping && parse_range(line, nl, &lo, &hi) && fn(ctx, lo, hi);
             skipping = false;
             line = nl + 1;
         }
-        if (!found && line == buf) { /* no line end in a full buffer */
-            found = !skipping && line_holds(buf, end, addr, lo, hi);
+        if (!done && line == buf) { /* no line end in a full buffer */
+            done = !skipping && parse_range(buf, end, &lo, &hi) && fn(ctx, lo, hi);
             skipping = true;
             line = end;
         }
@@ -144,7 +145,81 @@ bool memprof__pf_mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
         memmove(buf, line, have);
     }
     close(fd);
-    return found;
+    return true;
+}
+
+struct find_ctx {
+    uintptr_t addr, lo, hi;
+    bool found;
+};
+
+static bool find_cb(void *arg, uintptr_t lo, uintptr_t hi)
+{
+    struct find_ctx *c = arg;
+    c->found = c->addr >= lo && c->addr < hi;
+    if (c->found) {
+        c->lo = lo;
+        c->hi = hi;
+    }
+    return c->found;
+}
+
+bool memprof__pf_mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
+{
+    struct find_ctx c = {.addr = addr};
+    for_each_mapping(find_cb, &c);
+    if (c.found) {
+        *lo = c.lo;
+        *hi = c.hi;
+    }
+    return c.found;
+}
+
+struct lock_ctx {
+    const struct memprof_range *own; /* sorted by start */
+    size_t n_own;
+};
+
+/* Locks (and faults in) the parts of [lo, hi) outside the profiler's ranges. */
+static bool lock_cb(void *arg, uintptr_t lo, uintptr_t hi)
+{
+    const struct lock_ctx *c = arg;
+    for (size_t i = 0; i < c->n_own && lo < hi; i++) {
+        const struct memprof_range *r = &c->own[i];
+        if (r->hi <= lo || r->lo >= hi)
+            continue;
+        if (r->lo > lo)
+            mlock((void *)lo, r->lo - lo);
+        lo = r->hi;
+    }
+    if (lo < hi)
+        mlock((void *)lo, hi - lo);
+    return false;
+}
+
+int memprof__pf_mlockall_except(int flags, int (*real_mlockall)(int), struct memprof_range *own,
+                                size_t n_own)
+{
+    if (!(flags & MCL_CURRENT) || (flags & MCL_ONFAULT) || n_own == 0)
+        return real_mlockall(flags);
+    int saved = errno;
+    /* Lock every mapping without faulting anything in, then fault in all but ours as
+     * MCL_CURRENT would, then give MCL_FUTURE back its own meaning. */
+    int rc = real_mlockall(flags | MCL_ONFAULT);
+    if (rc != 0)
+        return rc;
+    for (size_t i = 1; i < n_own; i++) /* insertion sort: a handful of ranges */
+        for (size_t j = i; j > 0 && own[j].lo < own[j - 1].lo; j--) {
+            struct memprof_range t = own[j];
+            own[j] = own[j - 1];
+            own[j - 1] = t;
+        }
+    struct lock_ctx c = {own, n_own};
+    for_each_mapping(lock_cb, &c);
+    if (flags & MCL_FUTURE)
+        real_mlockall(MCL_FUTURE);
+    errno = saved;
+    return 0;
 }
 
 struct text_range_ctx {

@@ -89,6 +89,27 @@ static inline uintptr_t slot_addr(const struct memprof_sheap *h, unsigned shift,
            ((uintptr_t)index << shift);
 }
 
+/* Where the unused part of class `shift` starts, `bumped` slots handed out: the first
+ * SEAL_ALIGN boundary at or past the last slot. */
+static uintptr_t mark_of(const struct memprof_sheap *h, unsigned shift, uint64_t bumped)
+{
+    return (slot_addr(h, shift, bumped) + SEAL_ALIGN - 1) & ~(SEAL_ALIGN - 1);
+}
+
+size_t memprof__sheap_unused(const struct memprof_sheap *h, struct memprof_range *out, size_t max)
+{
+    size_t n = 0;
+    for (unsigned shift = MEMPROF_SHEAP_MIN_SHIFT;
+         h->size && shift <= MEMPROF_SHEAP_MAX_SHIFT && n < max; shift++) {
+        const struct memprof_sheap_class *k = &h->classes[shift - MEMPROF_SHEAP_MIN_SHIFT];
+        uint64_t bumped = memprof_atomic_load_relaxed(&k->bumped) & ~SHEAP_SEALED;
+        uintptr_t mark = mark_of(h, shift, bumped), end = slot_addr(h, shift, RANGE >> shift);
+        if (mark < end)
+            out[n++] = (struct memprof_range){mark, end};
+    }
+    return n;
+}
+
 /* The link of a free slot, in its first word. Another thread may be writing the block it
  * just popped while a loser of that race reads here: the read is atomic, and the loser's CAS
  * fails on the changed tag. */
@@ -262,8 +283,7 @@ size_t memprof__sheap_seal(struct memprof_sheap *h)
             continue;
         /* Slots below the mark stay mapped (live blocks, the free list's links); the rest
          * of the sub-range, from the first whole page past the mark, is given back. */
-        uintptr_t end = slot_addr(h, shift, RANGE >> shift);
-        uintptr_t mark = (slot_addr(h, shift, bumped) + SEAL_ALIGN - 1) & ~(SEAL_ALIGN - 1);
+        uintptr_t mark = mark_of(h, shift, bumped), end = slot_addr(h, shift, RANGE >> shift);
         if (mark < end) {
             memprof__pf_unmap((void *)mark, end - mark);
             released += end - mark;

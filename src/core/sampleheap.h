@@ -32,13 +32,13 @@
  *
  * Sealing. The reservation counts against RLIMIT_AS like any mapping, and against
  * RLIMIT_DATA like any private writable one, so a program that limits its own address
- * space or data size after start-up (the heap is not reserved when a limit is already set) would find its allocations failing far below its limit. Before such a limit
- * takes effect the backends seal the heap: each class stops taking fresh slots (its bump
- * index gets a sealed bit, set by the same compare-and-swap that bumps, so no thread can
- * take a slot past the mark) and the part of its sub-range above the last slot ever handed
- * out is unmapped. Blocks already out and recycled slots keep working. Addresses above a
- * class's mark may then be mapped by anyone, which is why memprof__sheap_used() and
- * memprof__sheap_holds() compare a block's slot with the mark.
+ * space or data size after start-up (the heap is not reserved when a limit is already set) would
+ * find its allocations failing far below its limit. Before such a limit takes effect the backends
+ * seal the heap: each class stops taking fresh slots (its bump index gets a sealed bit, set by the
+ * same compare-and-swap that bumps, so no thread can take a slot past the mark) and the part of its
+ * sub-range above the last slot ever handed out is unmapped. Blocks already out and recycled slots
+ * keep working. Addresses above a class's mark may then be mapped by anyone, which is why
+ * memprof__sheap_used() and memprof__sheap_holds() compare a block's slot with the mark.
  *
  * Chunk framing (the GOT start). A backend that cannot see every free() -- code may hold
  * glibc's free() in a pointer taken before profiling started -- can still use the heap if
@@ -62,6 +62,7 @@
 #include <stdint.h>
 
 #include "common/compiler.h"
+#include "core/platform.h"
 
 #define MEMPROF_SHEAP_MIN_SHIFT   4u  /* 16-byte blocks, glibc's alignment */
 #define MEMPROF_SHEAP_MAX_SHIFT   30u /* 1 GiB */
@@ -91,9 +92,16 @@ struct memprof_sheap {
 
 /* Reserves the address range; `frame` is 0, or the page size to frame every block as a
  * glibc mmap()ed chunk (above). Returns 0, or -ENOMEM if it cannot be had (the address space
- * or data size is limited by RLIMIT_AS or RLIMIT_DATA, or the mapping failed); the heap then stays empty and serves
- * nothing. Not thread-safe: called once before any allocation can reach the heap. */
+ * or data size is limited by RLIMIT_AS or RLIMIT_DATA, or the mapping failed); the heap then stays
+ * empty and serves nothing. Not thread-safe: called once before any allocation can reach the heap.
+ */
 int memprof__sheap_init(struct memprof_sheap *h, size_t frame);
+/* The parts of the reservation no block has used yet: each class's sub-range above its bump
+ * index (rounded up to 64 KiB). Writes at most `max` ranges to `out` (MEMPROF_SHEAP_CLASSES
+ * suffice) and returns how many; 0 without a reservation. What lies below the marks holds
+ * the program's sampled blocks, live or recycled. */
+MEMPROF_INTERNAL size_t memprof__sheap_unused(const struct memprof_sheap *h,
+                                              struct memprof_range *out, size_t max);
 /* Unmaps the range. Only when no block can still be in use (tests). */
 void memprof__sheap_destroy(struct memprof_sheap *h);
 

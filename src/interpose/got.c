@@ -115,8 +115,8 @@ HOOK void *got_pvalloc(size_t n)
     return memprof__wrap_pvalloc(&real, n, page_size);
 }
 
-/* The resource-limit setters: a finite RLIMIT_AS or RLIMIT_DATA seals the sample heap first (wrappers.h).
- * On the 64-bit targets struct rlimit and struct rlimit64 are the same. */
+/* The resource-limit setters: a finite RLIMIT_AS or RLIMIT_DATA seals the sample heap first
+ * (wrappers.h). On the 64-bit targets struct rlimit and struct rlimit64 are the same. */
 static int (*real_setrlimit)(int, const struct rlimit *);
 static int (*real_setrlimit64)(int, const struct rlimit *);
 static int (*real_prlimit)(pid_t, int, const struct rlimit *, struct rlimit *);
@@ -146,6 +146,14 @@ static int got_prlimit64(pid_t pid, int resource, const struct rlimit *rl, struc
     return real_prlimit64(pid, resource, rl, old);
 }
 
+/* mlockall without faulting in the engine's tables and sample heap (engine.h). */
+static int (*real_mlockall)(int);
+
+static int got_mlockall(int flags)
+{
+    return memprof__engine_mlockall(flags, real_mlockall);
+}
+
 static void *got_dlopen(const char *file, int mode);
 
 static const struct memprof_import hooks[] = {
@@ -165,8 +173,9 @@ static const struct memprof_import hooks[] = {
     {"setrlimit64", (void *)got_setrlimit64},
     {"prlimit", (void *)got_prlimit},
     {"prlimit64", (void *)got_prlimit64},
+    {"mlockall", (void *)got_mlockall},
 };
-#define N_RLIMIT_HOOKS 4
+#define N_OPTIONAL_HOOKS 5
 static size_t n_hooks = MEMPROF_ARRAY_SIZE(hooks);
 
 /* ---- patching ---------------------------------------------------------------------------- */
@@ -310,8 +319,9 @@ static int find_real(void)
         (int (*)(pid_t, int, const struct rlimit *, struct rlimit *))dlsym(libc, "prlimit");
     real_prlimit64 =
         (int (*)(pid_t, int, const struct rlimit *, struct rlimit *))dlsym(libc, "prlimit64");
-    if (!real_setrlimit || !real_setrlimit64 || !real_prlimit || !real_prlimit64)
-        n_hooks = MEMPROF_ARRAY_SIZE(hooks) - N_RLIMIT_HOOKS;
+    real_mlockall = (int (*)(int))dlsym(libc, "mlockall");
+    if (!real_setrlimit || !real_setrlimit64 || !real_prlimit || !real_prlimit64 || !real_mlockall)
+        n_hooks = MEMPROF_ARRAY_SIZE(hooks) - N_OPTIONAL_HOOKS;
     dlclose(libc);
     if (!a.malloc || !a.free || !a.calloc || !a.realloc || !a.posix_memalign || !a.aligned_alloc ||
         !a.memalign || !a.valloc || !dl)

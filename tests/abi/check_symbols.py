@@ -12,8 +12,8 @@ libmemprof.so.1 must export exactly what src/libmemprof.map lists:
   * a node already in the ABI baseline (abi/libmemprof.abi.xml) is frozen: the set of its
     symbols equals the baseline's. New functions go into a new node (abi/README.md).
 libmemprof-preload.so must export the allocator entry points of its version script, the
-resource-limit setters that seal the sample heap first (src/interpose/preload_rlimit.c),
-and nothing else.
+calls about the process's memory that must know of the profiler's reserved address space
+(setrlimit, prlimit, mlockall: src/interpose/preload_resources.c), and nothing else.
 
 Reads the dynamic symbol table with readelf (binutils). Exit status: 0 pass, 1 fail,
 77 skip (no readelf).
@@ -33,9 +33,10 @@ ALLOCATOR_ENTRY_POINTS = {
     "aligned_alloc", "memalign", "valloc", "pvalloc", "malloc_usable_size", "free_sized",
     "free_aligned_sized",
 }
-# ... and the setters of RLIMIT_AS, which must give back the sample heap's reserved
-# address space before a limit takes effect.
-RLIMIT_SETTERS = {"setrlimit", "setrlimit64", "prlimit", "prlimit64"}
+# ... and the calls about the process's memory that must know of the profiler's reserved
+# address space: the resource-limit setters (the sample heap is given back first) and
+# mlockall (the profiler's tables are not faulted in).
+MEMORY_CALLS = {"setrlimit", "setrlimit64", "prlimit", "prlimit64", "mlockall"}
 
 failures = []
 
@@ -191,9 +192,9 @@ def check_preload(args):
     for _, globs, _ in parse_version_script(args.preload_map):
         listed.update(globs)
     for sym in sorted(exported):
-        if sym not in ALLOCATOR_ENTRY_POINTS | RLIMIT_SETTERS:
+        if sym not in ALLOCATOR_ENTRY_POINTS | MEMORY_CALLS:
             fail(f"the preload plugin exports {sym}, which is not an allocator entry point "
-                 "or a resource-limit setter")
+                 "or a call about the process's memory")
         elif sym not in listed:
             fail(f"the preload plugin exports {sym}, which its version script does not list")
     for sym in sorted(listed):

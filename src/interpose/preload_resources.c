@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The plugin's setrlimit(), setrlimit64(), prlimit() and prlimit64(): each forwards to the
- * next definition (glibc's), after sealing the sample heap when the call gives this process
- * a finite RLIMIT_AS or RLIMIT_DATA (wrappers.h, memprof__before_rlimit()). The heap's
- * reservation is address space in a private writable mapping, which both limits count, and
- * a program that limits its own, as sandboxes and test harnesses do, would otherwise find
- * its allocations failing long before its limit.
+ * The plugin's calls about the process's memory that must know of the profiler's reserved
+ * address space, each forwarding to the next definition (glibc's):
+ * - setrlimit(), setrlimit64(), prlimit() and prlimit64() seal the sample heap first when
+ *   the call gives this process a finite RLIMIT_AS or RLIMIT_DATA (wrappers.h,
+ *   memprof__before_rlimit()). The heap's reservation is address space in a private
+ *   writable mapping, which both limits count, and a program that limits its own, as
+ *   sandboxes and test harnesses do, would otherwise find its allocations failing long
+ *   before its limit.
+ * - mlockall(MCL_CURRENT) would fault in every page of the profiler's tables and sample
+ *   heap, gigabytes never touched: memprof__engine_mlockall() locks them on fault instead.
  *
  * The file defines all four names itself, so it is compiled without _FILE_OFFSET_BITS: with
  * it, glibc's headers would rename setrlimit to setrlimit64 here. On the 64-bit targets the
@@ -18,6 +22,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include "interpose/wrappers.h"
@@ -45,7 +50,7 @@ static void *next_fn(_Atomic(void *) *cache, const char *name)
     return f;
 }
 
-static _Atomic(void *) next_set, next_set64, next_pr, next_pr64;
+static _Atomic(void *) next_set, next_set64, next_pr, next_pr64, next_mlockall;
 
 /* The soft limit of a new limit, NULL if none is set. glibc declares the pointer nonnull,
  * but the system call answers NULL with EFAULT: the empty asm keeps the compiler from
@@ -93,4 +98,12 @@ EXPORT int prlimit64(pid_t pid, enum __rlimit_resource resource, const struct rl
         return -1;
     memprof__before_rlimit(pid, (int)resource, soft_of(rl));
     return f(pid, resource, rl, old);
+}
+
+EXPORT int mlockall(int flags)
+{
+    int (*f)(int) = (int (*)(int))next_fn(&next_mlockall, "mlockall");
+    if (!f)
+        return -1;
+    return memprof__engine_mlockall(flags, f);
 }
