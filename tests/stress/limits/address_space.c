@@ -20,6 +20,7 @@
  */
 #include "limits.h"
 
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -102,8 +103,13 @@ int main(int argc, char **argv)
     CHECK(seals == heap, "%d seal messages, expected %d", seals, heap);
 
     static char *after[AFTER];
-    for (int i = 0; i < AFTER; i++)
+    for (int i = 0; i < AFTER; i++) {
         after[i] = limits_as_alloc(AFTER_SIZE);
+        /* The allocator's own size, also for a block where the heap gave addresses back. */
+        size_t usable = malloc_usable_size(after[i]);
+        CHECK(usable >= AFTER_SIZE && usable < AFTER_SIZE + 65536,
+              "malloc_usable_size of a 1 MiB block is %zu", usable);
+    }
     static char *small[SMALL];
     for (int i = 0; i < SMALL; i++)
         small[i] = limits_as_alloc(64);
