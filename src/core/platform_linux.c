@@ -206,6 +206,8 @@ int memprof__pf_mlockall_except(int flags, int (*real_mlockall)(int), struct mem
     /* Lock every mapping without faulting anything in, then fault in all but ours as
      * MCL_CURRENT would, then give MCL_FUTURE back its own meaning. */
     int rc = real_mlockall(flags | MCL_ONFAULT);
+    if (rc != 0 && errno == EINVAL) /* a kernel before 4.4, without MCL_ONFAULT */
+        return real_mlockall(flags);
     if (rc != 0)
         return rc;
     for (size_t i = 1; i < n_own; i++) /* insertion sort: a handful of ranges */
