@@ -570,10 +570,9 @@ void memprof__engine_limit_address_space(void)
     if (released && E.log_fn) {
         char msg[200];
         snprintf(msg, sizeof msg,
-                 "the program limits its address space or data size: the sample heap gave back %zu "
-                 "MiB of "
-                 "reserved addresses and takes no new blocks (samples now come from the "
-                 "allocator)",
+                 "the program limits its address space or data size: the sample heap gave "
+                 "back %zu MiB of reserved addresses and takes no new blocks (samples now "
+                 "come from the allocator)",
                  released >> 20);
         memprof__engine_log(MEMPROF_LOG_INFO, msg);
     }
