@@ -54,7 +54,8 @@ int main(int argc, char **argv)
               strstr(info.dli_fname, "libmemprof") != NULL,
           "mlockall is %s's, not the profiler's", info.dli_fname ? info.dli_fname : "nobody");
 
-    char *before = malloc(BEFORE);
+    void *(*volatile alloc)(size_t) = malloc; /* not dropped by the compiler */
+    char *before = alloc(BEFORE);
     CHECK(before != NULL, "malloc failed");
     long r0 = rss();
     CHECK(lock_all(MCL_CURRENT | MCL_FUTURE) == 0, "mlockall: %s", strerror(errno));
