@@ -12,7 +12,6 @@
 #include <fcntl.h>
 #include <link.h>
 #include <string.h>
-#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -111,14 +110,14 @@ static bool parse_range(const char *line, const char *end, uintptr_t *lo, uintpt
 }
 
 /* Calls fn for each mapping of /proc/self/maps, in address order, until it returns true;
- * false if the file cannot be read. Plain system calls into a stack buffer: no allocation,
- * no lock. Only a line's head is needed; one longer than the buffer (a long path) is judged
- * by its head and the rest skipped. */
-static bool for_each_mapping(bool (*fn)(void *ctx, uintptr_t lo, uintptr_t hi), void *ctx)
+ * nothing if the file cannot be read. Plain system calls into a stack buffer: no
+ * allocation, no lock. Only a line's head is needed; one longer than the buffer (a long
+ * path) is judged by its head and the rest skipped. */
+static void for_each_mapping(bool (*fn)(void *ctx, uintptr_t lo, uintptr_t hi), void *ctx)
 {
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return false;
+        return;
     char buf[1024];
     size_t have = 0;
     bool done = false, skipping = false;
@@ -145,7 +144,6 @@ static bool for_each_mapping(bool (*fn)(void *ctx, uintptr_t lo, uintptr_t hi), 
         memmove(buf, line, have);
     }
     close(fd);
-    return true;
 }
 
 struct find_ctx {
