@@ -11,9 +11,9 @@
  * - mlockall(MCL_CURRENT) would fault in every page of the profiler's tables and sample
  *   heap, gigabytes never touched: memprof__engine_mlockall() locks them on fault instead.
  *
- * The file defines all four names itself, so it is compiled without _FILE_OFFSET_BITS: with
- * it, glibc's headers would rename setrlimit to setrlimit64 here. On the 64-bit targets the
- * two structures are the same.
+ * The file defines the four setters under their own names, so it is compiled without
+ * _FILE_OFFSET_BITS: with it, glibc's headers would rename setrlimit to setrlimit64 here. On
+ * the 64-bit targets the two structures are the same.
  */
 #undef _FILE_OFFSET_BITS
 #define _GNU_SOURCE
