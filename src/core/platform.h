@@ -21,13 +21,18 @@ void *memprof__pf_map(size_t size);
 /* Returns memory from memprof__pf_map(). Only for memory no other thread can still read. */
 void memprof__pf_unmap(void *p, size_t size);
 /* Like memprof__pf_map(), for a large range used sparsely (the sample heap): transparent huge
- * pages are off, so touching one small block commits one page, not 2 MiB. Returns NULL when
+ * pages are off, so touching one small block commits one page, not 2 MiB, and the range is
+ * left out of core dumps (a crash would otherwise write gigabytes of zeros to a pipe such as
+ * systemd-coredump's) until memprof__pf_dump() puts the used parts back. Returns NULL when
  * the process's address space or data size is limited (RLIMIT_AS, RLIMIT_DATA), where the
  * reservation would be taken from the program's own budget, or when the mapping fails. */
 void *memprof__pf_map_sparse(size_t size);
 /* Gives the pages of [p, p + size) back to the kernel; they read as zero afterwards. p and
  * size are page-aligned. Leaves errno as it was. */
 void memprof__pf_release(void *p, size_t size);
+/* Puts [p, p + size), page-aligned, back into core dumps (memprof__pf_map_sparse() leaves its
+ * range out of them). Leaves errno as it was. */
+MEMPROF_INTERNAL void memprof__pf_dump(void *p, size_t size);
 /* 64 bits from getrandom(), falling back to time and addresses if it is unavailable. */
 uint64_t memprof__pf_random(void);
 /* CLOCK_MONOTONIC in nanoseconds. Async-signal-safe. */

@@ -43,8 +43,11 @@ void *memprof__pf_map_sparse(size_t size)
         getrlimit(RLIMIT_DATA, &data) != 0 || data.rlim_cur != RLIM_INFINITY)
         return NULL;
     void *p = memprof__pf_map(size);
-    if (p)
-        madvise(p, size, MADV_NOHUGEPAGE); /* advisory: a kernel without THP says EINVAL */
+    if (p) {
+        /* Advisory: a kernel without THP says EINVAL. */
+        madvise(p, size, MADV_NOHUGEPAGE);
+        madvise(p, size, MADV_DONTDUMP);
+    }
     return p;
 }
 
@@ -52,6 +55,13 @@ void memprof__pf_release(void *p, size_t size)
 {
     int saved = errno;
     madvise(p, size, MADV_DONTNEED);
+    errno = saved;
+}
+
+void memprof__pf_dump(void *p, size_t size)
+{
+    int saved = errno;
+    madvise(p, size, MADV_DODUMP);
     errno = saved;
 }
 

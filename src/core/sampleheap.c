@@ -18,6 +18,8 @@
 #define SHEAP_SEALED ((uint64_t)1 << 63)
 /* What a seal unmaps starts on a multiple of the largest page size of x86_64 and aarch64. */
 #define SEAL_ALIGN ((uintptr_t)64 * 1024)
+/* Core dumps take a class's slots in steps of this many bytes (a multiple of SEAL_ALIGN). */
+#define DUMP_STEP ((uint64_t)1 << 20)
 /* The class headers after the slots, rounded to a page. */
 #define HEADERS                                                                                    \
     (((MEMPROF_SHEAP_CLASSES * sizeof(struct memprof_sheap_class)) + 4095) & ~(size_t)4095)
@@ -108,6 +110,23 @@ size_t memprof__sheap_unused(const struct memprof_sheap *h, struct memprof_range
             out[n++] = (struct memprof_range){mark, end};
     }
     return n;
+}
+
+/* Puts the first `slots` slots of a class into core dumps, in steps of DUMP_STEP (or a slot);
+ * the thread whose compare-and-swap extends the mark makes the call. */
+static void include_in_dumps(const struct memprof_sheap *h, struct memprof_sheap_class *k,
+                             unsigned shift, uint64_t slots)
+{
+    uint64_t need = slots << shift, have = memprof_atomic_load_relaxed(&k->dumped);
+    while (have < need) {
+        uint64_t to = (need + DUMP_STEP - 1) & ~(uint64_t)(DUMP_STEP - 1);
+        if (atomic_compare_exchange_weak_explicit(&k->dumped, &have, to, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            uintptr_t start = slot_addr(h, shift, 0);
+            memprof__pf_dump((void *)(start + have), (size_t)(to - have));
+            return;
+        }
+    }
 }
 
 /* The link of a free slot, in its first word. Another thread may be writing the block it
@@ -209,6 +228,7 @@ void *memprof__sheap_alloc(struct memprof_sheap *h, size_t n, size_t align, bool
             return NULL;
     } while (!atomic_compare_exchange_weak_explicit(&k->bumped, &index, index + 1,
                                                     memory_order_relaxed, memory_order_relaxed));
+    include_in_dumps(h, k, shift, index + 1);
     return block_in(slot_addr(h, shift, index), slot_size, lead);
 }
 

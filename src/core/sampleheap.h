@@ -24,7 +24,9 @@
  * lives in the freed slot's first word (the memory is never unmapped, so a stale read is harmless
  * and the tagged CAS rejects it). No locks: a fork or a signal at any point leaves a usable
  * heap. Pages are committed as blocks touch them; slots of MEMPROF_SHEAP_RELEASE_MIN bytes or
- * more give their pages back when freed (as glibc does for its mmap'ed chunks).
+ * more give their pages back when freed (as glibc does for its mmap'ed chunks). The range is
+ * left out of core dumps, but for each class's slots handed out so far, put back in steps of
+ * 1 MiB as the bump index grows (the program's sampled blocks belong in its core).
  *
  * A request the heap cannot serve (a class full, a block above 1 GiB, no reservation) gets
  * NULL, and the caller takes the block from the real allocator instead: such samples are
@@ -76,6 +78,8 @@ struct memprof_sheap_class {
                                                 sampling other sizes do not contend. */
     _Atomic uint64_t bumped;                 /* slots ever handed out from fresh memory, at
                                                 most the class's capacity; | SHEAP_SEALED */
+    _Atomic uint64_t dumped;                 /* bytes from the class's start put back into
+                                                core dumps */
 };
 
 struct memprof_sheap {
@@ -113,7 +117,8 @@ MEMPROF_INLINE bool memprof__sheap_owns(const struct memprof_sheap *h, const voi
 
 /* A block of at least n bytes aligned to `align` (a power of two; 0 or anything up to 16
  * means 16), zero-filled if `zero`. NULL if the heap cannot serve it: the caller uses the
- * real allocator. Lock-free; makes no system call; leaves errno alone. */
+ * real allocator. Lock-free; leaves errno alone; makes no system call but, when a class's
+ * slots grow past a MiB boundary, the one that puts them into core dumps. */
 void *memprof__sheap_alloc(struct memprof_sheap *h, size_t n, size_t align, bool zero);
 /* Returns a block of the heap. Lock-free; may give its pages back to the kernel (a system
  * call for blocks of MEMPROF_SHEAP_RELEASE_MIN bytes or more); leaves errno alone. */

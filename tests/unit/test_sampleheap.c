@@ -11,6 +11,7 @@
  * (the program limited its address space) serves no fresh slot, keeps its blocks and
  * recycled slots, gives back the address space above each class's last slot, and does not
  * take blocks someone maps there for its own, also while threads allocate as it is sealed.
+ * Only the slots handed out go into core dumps.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -374,6 +375,45 @@ static void test_a_sealed_heap_unmaps_above_each_class_and_holds_nothing_there(v
     memprof__sheap_destroy(&h);
 }
 
+/* Whether the mapping holding p goes into core dumps: no "dd" among its VmFlags in
+ * /proc/self/smaps. -1 if it cannot be told. */
+static int in_core_dumps(const void *p)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    int found = 0, result = -1;
+    while (result < 0 && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            found = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        else if (found && !strncmp(line, "VmFlags:", 8))
+            result = strstr(line, " dd") == NULL;
+    }
+    fclose(f);
+    return result;
+}
+
+static void test_only_the_used_part_goes_into_core_dumps(void)
+{
+    struct memprof_sheap h;
+    CHECK(setup(&h));
+    char *far = (char *)h.base + ((size_t)(20 - MEMPROF_SHEAP_MIN_SHIFT) << 30) + (64u << 20);
+    EXPECT_EQ(in_core_dumps(far), 0); /* reserved, not used: left out */
+    char *a = memprof__sheap_alloc(&h, 100, 0, false);
+    char *b = memprof__sheap_alloc(&h, (size_t)3 << 20, 0, false); /* a 4 MiB slot */
+    CHECK(a && b);
+    EXPECT_EQ(in_core_dumps(a), 1);
+    EXPECT_EQ(in_core_dumps(b), 1);
+    EXPECT_EQ(in_core_dumps(b + ((size_t)4 << 20) - 1), 1); /* the slot's last byte */
+    EXPECT_EQ(in_core_dumps(b + ((size_t)4 << 20)), 0);     /* the next, unused slot */
+    EXPECT_EQ(in_core_dumps(far), 0);
+    memprof__sheap_free(&h, a);
+    memprof__sheap_free(&h, b);
+    memprof__sheap_destroy(&h);
+}
+
 /* Threads allocating blocks of several classes and writing every page of them, while the
  * heap is sealed under them: a slot handed out past a class's mark would be unmapped. */
 struct seal_churn {
@@ -538,6 +578,7 @@ int main(int argc, char **argv)
         TEST_CASE(test_a_sealed_heap_serves_no_fresh_slot_but_keeps_its_blocks),
         TEST_CASE(test_a_sealed_heap_unmaps_above_each_class_and_holds_nothing_there),
         TEST_CASE(test_sealing_while_threads_allocate_hands_out_no_unmapped_slot),
+        TEST_CASE(test_only_the_used_part_goes_into_core_dumps),
     };
     return TEST_MAIN(cases, false);
 }
