@@ -65,10 +65,11 @@ static void count_free(const struct memprof_hm_entry *e)
 
 /* ---- recording ------------------------------------------------------------------------- */
 
-/* Whether key is a block of the sample heap, whose frees are recognised by address. A block
- * of the real allocator may lie in the heap's range too, where a seal gave address space
- * back: the slot test tells them apart without reading the block. */
-static inline bool in_sample_heap(uint64_t key)
+/* Whether key is a block of the sample heap, whose frees are recognised by address. Unlike
+ * memprof__in_sample_heap(), the free path's range test: a block of the real allocator may
+ * lie in the heap's range too, where a seal gave address space back, and the slot test
+ * tells them apart without reading the block. */
+static inline bool is_heap_key(uint64_t key)
 {
     const void *p = (const void *)(uintptr_t)key;
     return memprof__sheap_owns(&E.sheap, p) && memprof__sheap_used(&E.sheap, p);
@@ -78,13 +79,13 @@ static inline bool in_sample_heap(uint64_t key)
  * real allocator (not of the sample heap, not a custom allocator's report id). */
 static inline bool is_outside(uint64_t key)
 {
-    return !(key & MEMPROF_REPORT_KEY_BIT) && !in_sample_heap(key);
+    return !(key & MEMPROF_REPORT_KEY_BIT) && !is_heap_key(key);
 }
 
 /* Whether the Bloom filter holds the key: every key but the sample heap's. */
 static inline bool in_bloom(uint64_t key)
 {
-    return !in_sample_heap(key);
+    return !is_heap_key(key);
 }
 
 struct key_filter {

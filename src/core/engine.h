@@ -140,9 +140,9 @@ MEMPROF_INTERNAL int memprof__engine_use_sample_heap(void);
  * unless initialised and not active; -ENOMEM if the range cannot be reserved. */
 #define MEMPROF_FRAMED_MIN_PAGES 64u
 MEMPROF_INTERNAL int memprof__engine_use_framed_sample_heap(size_t page);
-/* Before the program limits its own address space (RLIMIT_AS, RLIMIT_DATA): seals the sample heap, whose
- * reservation would count against the limit (sampleheap.h). Idempotent; from any thread,
- * outside the hooks. */
+/* Before the program limits its own address space (RLIMIT_AS, RLIMIT_DATA): seals the
+ * sample heap, whose reservation would count against the limit (sampleheap.h). Idempotent;
+ * from any thread, outside the hooks. */
 MEMPROF_INTERNAL void memprof__engine_limit_address_space(void);
 /* mlockall(flags) through real_mlockall, without faulting in the engine's tables and sample
  * heap (platform.h, memprof__pf_mlockall_except()). From outside the hooks. */

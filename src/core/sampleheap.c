@@ -91,11 +91,14 @@ static inline uintptr_t slot_addr(const struct memprof_sheap *h, unsigned shift,
            ((uintptr_t)index << shift);
 }
 
-/* Where the unused part of class `shift` starts, `bumped` slots handed out: the first
- * SEAL_ALIGN boundary at or past the last slot. */
-static uintptr_t mark_of(const struct memprof_sheap *h, unsigned shift, uint64_t bumped)
+/* The unused part of class `shift` with `bumped` slots handed out: from the first SEAL_ALIGN
+ * boundary at or past the last slot to the class's end. False if there is none. */
+static bool unused_tail(const struct memprof_sheap *h, unsigned shift, uint64_t bumped,
+                        struct memprof_range *r)
 {
-    return (slot_addr(h, shift, bumped) + SEAL_ALIGN - 1) & ~(SEAL_ALIGN - 1);
+    r->lo = (slot_addr(h, shift, bumped) + SEAL_ALIGN - 1) & ~(SEAL_ALIGN - 1);
+    r->hi = slot_addr(h, shift, RANGE >> shift);
+    return r->lo < r->hi;
 }
 
 size_t memprof__sheap_unused(const struct memprof_sheap *h, struct memprof_range *out, size_t max)
@@ -105,9 +108,7 @@ size_t memprof__sheap_unused(const struct memprof_sheap *h, struct memprof_range
          h->size && shift <= MEMPROF_SHEAP_MAX_SHIFT && n < max; shift++) {
         const struct memprof_sheap_class *k = &h->classes[shift - MEMPROF_SHEAP_MIN_SHIFT];
         uint64_t bumped = memprof_atomic_load_relaxed(&k->bumped) & ~SHEAP_SEALED;
-        uintptr_t mark = mark_of(h, shift, bumped), end = slot_addr(h, shift, RANGE >> shift);
-        if (mark < end)
-            out[n++] = (struct memprof_range){mark, end};
+        n += unused_tail(h, shift, bumped, &out[n]);
     }
     return n;
 }
@@ -303,10 +304,10 @@ size_t memprof__sheap_seal(struct memprof_sheap *h)
             continue;
         /* Slots below the mark stay mapped (live blocks, the free list's links); the rest
          * of the sub-range, from the first whole page past the mark, is given back. */
-        uintptr_t mark = mark_of(h, shift, bumped), end = slot_addr(h, shift, RANGE >> shift);
-        if (mark < end) {
-            memprof__pf_unmap((void *)mark, end - mark);
-            released += end - mark;
+        struct memprof_range tail;
+        if (unused_tail(h, shift, bumped, &tail)) {
+            memprof__pf_unmap((void *)tail.lo, tail.hi - tail.lo);
+            released += tail.hi - tail.lo;
         }
     }
     return released;
