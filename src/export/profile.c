@@ -124,6 +124,9 @@ void memprof__profile_free(struct memprof_profile *p)
     if (!p)
         return;
     free(p->arena);
+    free(p->series);
+    free(p->threads);
+    free(p->thread_names);
     free(p->frames);
     free(p->stacks);
     free(p);

@@ -8,6 +8,13 @@
  * since sampling began (alloc_*) and still live (inuse_*), already scaled by the unbiased
  * weights, plus the variance of the in-use estimates and the sample counts behind them, so
  * any writer can print intervals and low-sample warnings.
+ *
+ * The views beyond "live now" (doc/guide.md, "Views"): the stack's share of the heap at its
+ * recorded peak (peak_*), what it allocated that was freed within temp_threshold_ns
+ * (temp_*), the lifetimes of its freed samples, and the leak statistic of its survivors
+ * (leak_*, doc/statistics.md). The profile carries the peak, the heap over time (series) and
+ * the threads that allocated. A writer reads one view's numbers through
+ * memprof__pstack_view().
  */
 #ifndef MEMPROF_EXPORT_PROFILE_H
 #define MEMPROF_EXPORT_PROFILE_H
@@ -29,6 +36,14 @@ struct memprof_pframe {
     uint64_t sym_offset; /* address - start of the function, when known (0 otherwise) */
 };
 
+/* Lifetime buckets of freed samples: bucket 0 holds lifetimes under 1 us, bucket b in
+ * 1 .. MEMPROF_LIFETIME_BUCKETS - 2 those in [4^(b-1), 4^b) us, the last one the rest
+ * (4^14 us, about 4.5 minutes, or more). */
+#define MEMPROF_LIFETIME_BUCKETS 16
+
+/* The default threshold under which a freed allocation counts as temporary. */
+#define MEMPROF_DEFAULT_TEMP_THRESHOLD_NS 1000000u /* 1 ms */
+
 struct memprof_pstack {
     const uint32_t *frames; /* indexes into memprof_profile.frames, leaf first */
     uint32_t nframes;
@@ -36,6 +51,52 @@ struct memprof_pstack {
     uint64_t inuse_objects, inuse_space; /* estimates, live now */
     double inuse_space_var, inuse_objects_var;
     uint64_t live_samples, alloc_samples;
+    /* Live at the profile's recorded peak (zero if the stack held nothing then). */
+    uint64_t peak_objects, peak_space, peak_samples;
+    double peak_space_var;
+    /* Allocated and freed within temp_threshold_ns (estimates, cumulative). */
+    uint64_t temp_objects, temp_space, temp_samples;
+    /* Freed samples per lifetime bucket (unweighted counts). */
+    uint32_t lifetimes[MEMPROF_LIFETIME_BUCKETS];
+    /* Leak statistic of the live samples (doc/statistics.md): the estimated bytes of the
+     * survivors allocated in the steady window, their rate per second of that window, and
+     * whether the site is a suspect (survivors spread over the window as a steady leak's
+     * are). */
+    uint64_t leak_space, leak_samples;
+    double leak_rate;
+    uint32_t leak_suspect;
+    /* The thread that allocated: index into memprof_profile.threads + 1; 0 = not known. */
+    uint32_t thread;
+};
+
+/* One point of the heap over time. */
+struct memprof_ppoint {
+    uint64_t t_ns;  /* since sampling started */
+    uint64_t live;  /* estimated live bytes */
+    uint64_t alloc; /* estimated bytes allocated so far */
+};
+
+struct memprof_pthread {
+    uint64_t tid;
+    const char *name; /* NULL when not known */
+};
+
+/* The views a writer can show (memprof__pstack_view()). */
+enum memprof_view {
+    MEMPROF_VIEW_LIVE = 0,      /* live at the snapshot (inuse_*) */
+    MEMPROF_VIEW_ALLOC = 1,     /* allocated since sampling began (alloc_*) */
+    MEMPROF_VIEW_PEAK = 2,      /* live at the recorded peak (peak_*) */
+    MEMPROF_VIEW_TEMPORARY = 3, /* freed within the threshold (temp_*) */
+    MEMPROF_VIEW_LEAKS = 4,     /* survivors of leak suspects (leak_*) */
+};
+#define MEMPROF_VIEW_COUNT 5
+
+/* One view's numbers for a stack. var is the variance of bytes where the model has it
+ * (live and peak), else 0 with var_known false. */
+struct memprof_pvalue {
+    uint64_t bytes, objects, samples;
+    double var;
+    int var_known;
 };
 
 struct memprof_profile {
@@ -48,16 +109,45 @@ struct memprof_profile {
     /* Whole heap. */
     uint64_t inuse_space, inuse_objects, live_samples;
     double inuse_space_var, inuse_objects_var;
+    /* The recorded peak (all zero when no sample was ever live): estimated bytes and objects
+     * with the variance of bytes, the live samples behind it, and when it was recorded. */
+    uint64_t peak_space, peak_objects, peak_samples;
+    double peak_space_var;
+    uint64_t peak_time_ns; /* since sampling started */
+    uint64_t duration_ns;  /* from sampling start to the snapshot; 0 if not known */
+    uint64_t temp_threshold_ns;
+    /* The heap over time, oldest first (at most about 1,000 points). */
+    struct memprof_ppoint *series;
+    size_t nseries;
+    struct memprof_pthread *threads;
+    size_t nthreads;
+    char *thread_names; /* storage of the threads' names */
     /* Health, as far as known. */
     uint64_t truncated_stacks, dropped_samples, stack_overflows, unresolved_addresses,
         total_addresses;
-    /* Storage owned by the profile (frame index arrays, strings from a parsed file). */
+    /* Storage owned by the profile (frame index arrays, strings from a parsed file); series,
+     * threads and thread_names are owned too (memprof__profile_free()). */
     void *arena;
 };
 
 /* Builds the profile of a snapshot (resolving its stacks). Returns 0 or -ENOMEM. */
 int memprof__profile_from_snapshot(const struct memprof_snapshot *s, struct memprof_profile **out);
 void memprof__profile_free(struct memprof_profile *p);
+
+/* One view's numbers of a stack. */
+void memprof__pstack_view(const struct memprof_pstack *st, enum memprof_view v,
+                          struct memprof_pvalue *out);
+/* A view's name: "live", "alloc", "peak", "temporary" or "leaks". */
+const char *memprof__view_name(enum memprof_view v);
+/* The view of a name, or -1 for an unknown one. */
+int memprof__view_by_name(const char *name);
+/* A lifetime bucket's upper edge in nanoseconds (UINT64_MAX for the last bucket). */
+uint64_t memprof__lifetime_bucket_end_ns(unsigned bucket);
+/* The bucket a lifetime falls in. */
+unsigned memprof__lifetime_bucket(uint64_t ns);
+/* The q-quantile (0 < q < 1) of a stack's freed-sample lifetimes, as the upper edge of the
+ * bucket it falls in, in nanoseconds; 0 when nothing was freed. */
+uint64_t memprof__pstack_lifetime_quantile(const struct memprof_pstack *st, double q);
 
 /* The label of a frame for flame graphs and summaries: the function name, else
  * "module+0xoffset", else "[unknown]". Returns buf or a string owned by the profile. */
