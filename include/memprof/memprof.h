@@ -485,6 +485,131 @@ MEMPROF_API int memprof_get_stats(memprof_stats *out);
  */
 MEMPROF_API int memprof_resolve_symbols(void);
 
+/* ---- Views: peak, heap over time, temporary allocations, leak suspects (MEMPROF_1.2) --- */
+
+/**
+ * @brief The questions a snapshot answers, each a ranking of call sites by its own numbers.
+ * Values are never renumbered.
+ */
+typedef enum memprof_view {
+    MEMPROF_VIEW_LIVE = 0,      /**< Live at the snapshot (the memprof_snapshot_site() numbers). */
+    MEMPROF_VIEW_ALLOC = 1,     /**< Allocated since sampling began, freed or not. */
+    MEMPROF_VIEW_PEAK = 2,      /**< Live at the peak of the estimated heap. */
+    MEMPROF_VIEW_TEMPORARY = 3, /**< Allocated and freed within the temporary threshold
+                                     (memprof_set_temporary_threshold()). */
+    MEMPROF_VIEW_LEAKS = 4      /**< Survivors of leak suspects: sites whose live samples were
+                                     allocated at a steady rate through the run. */
+} memprof_view;
+
+/** @brief The peak of the estimated live heap (memprof_snapshot_peak()). */
+typedef struct memprof_peak_info {
+    size_t size;              /**< Set to sizeof(memprof_peak_info) before the call. */
+    uint64_t bytes;           /**< Estimated live bytes at the peak. */
+    uint64_t bytes_low;       /**< Lower end of the 95 % interval of `bytes`. */
+    uint64_t bytes_high;      /**< Upper end of the 95 % interval of `bytes`. */
+    uint64_t count;           /**< Estimated live allocations at the peak. */
+    uint64_t samples;         /**< Live samples at the peak. */
+    uint64_t time_ns;         /**< When: nanoseconds since sampling first started. */
+    uint64_t duration_ns;     /**< Nanoseconds from the first start to the snapshot. */
+    uint64_t allocated_bytes; /**< Estimated bytes allocated from the first start on. */
+    uint64_t temporary_threshold_ns; /**< The threshold the temporary view used. */
+} memprof_peak_info;
+
+/**
+ * @brief **memprof_snapshot_peak()** reads the peak of the estimated live heap.
+ *
+ * The engine records the per-site picture whenever a sampled allocation takes the estimate
+ * more than 1/64 above the last recorded peak (and enough samples passed to amortize the
+ * copy), so the recorded peak is within about 1.6 % of the highest estimate reached; if the
+ * snapshot's own live heap is larger, that is the peak. Nothing is added to the allocation
+ * fast paths.
+ *
+ * @param snapshot a snapshot.
+ * @param out filled up to `out->size` bytes.
+ * @return 0; `-EINVAL` for NULL arguments or an `out->size` too small to hold `bytes`.
+ *         Thread-safe. @since 1.2
+ */
+MEMPROF_API int memprof_snapshot_peak(const memprof_snapshot *snapshot, memprof_peak_info *out);
+
+/** @brief One point of the heap over time (memprof_snapshot_series()). */
+typedef struct memprof_heap_point {
+    uint64_t time_ns;         /**< Nanoseconds since sampling first started. */
+    uint64_t live_bytes;      /**< Estimated live bytes then. */
+    uint64_t allocated_bytes; /**< Estimated bytes allocated up to then. */
+} memprof_heap_point;
+
+/**
+ * @brief **memprof_snapshot_series()** copies the heap over time: at most about 1,000 points
+ * however long the run (neighbours are merged as it grows, keeping the higher one, so the
+ * peak stays), oldest first, the last one the snapshot's own.
+ * @param snapshot a snapshot.
+ * @param out room for `max` points, or NULL to ask for the count.
+ * @param max how many points `out` holds.
+ * @return the number of points in the series (copying min(that, max) of them); 0 for a NULL
+ *         snapshot. Thread-safe. @since 1.2
+ */
+MEMPROF_API size_t memprof_snapshot_series(const memprof_snapshot *snapshot,
+                                           memprof_heap_point *out, size_t max);
+
+/** @brief memprof_view_site::flags: the estimate rests on little information (a few
+ * samples of small blocks): read it as an order of magnitude. */
+#define MEMPROF_SITE_LOW_INFORMATION 0x1u
+/** @brief memprof_view_site::flags: the site is a leak suspect (the leaks view lists only
+ * these). */
+#define MEMPROF_SITE_LEAK_SUSPECT 0x2u
+
+/** @brief A call site as one view sees it (memprof_snapshot_view_site()). */
+typedef struct memprof_view_site {
+    size_t size;              /**< Set to sizeof(memprof_view_site) before the call. */
+    uint32_t stack_id;        /**< The site's stack (memprof_snapshot_stack_depth()). */
+    uint32_t flags;           /**< MEMPROF_SITE_* bits. */
+    uint64_t bytes;           /**< The view's estimated bytes. */
+    uint64_t bytes_low;       /**< Lower end of the 95 % interval of `bytes`. */
+    uint64_t bytes_high;      /**< Upper end of the 95 % interval of `bytes`. */
+    uint64_t count;           /**< The view's estimated allocations (0 for the leaks view). */
+    uint64_t samples;         /**< Samples behind `bytes`. */
+    uint64_t lifetime_p50_ns; /**< Median lifetime of the site's freed samples (the upper
+                                   edge of its power-of-4 bucket); 0 if none was freed. */
+    uint64_t lifetime_p90_ns; /**< 90th percentile of the same. */
+    double leak_rate;         /**< Leaks view: estimated bytes per second leaked over the
+                                   steady window; 0 otherwise. */
+} memprof_view_site;
+
+/**
+ * @brief **memprof_snapshot_view_site_count()** returns how many sites a view ranks: those
+ * with a non-zero value in it (for the leaks view, the suspects).
+ * @param snapshot a snapshot, or NULL.
+ * @param view a memprof_view.
+ * @return the number of sites; 0 for NULL or an unknown view. Thread-safe. @since 1.2
+ */
+MEMPROF_API size_t memprof_snapshot_view_site_count(const memprof_snapshot *snapshot,
+                                                    memprof_view view);
+
+/**
+ * @brief **memprof_snapshot_view_site()** reads a view's site, largest value first.
+ *
+ * Intervals: for the live and peak views from the estimate's variance, for the others from
+ * the sample count (each sample taken to weigh the site's mean), always with a construction
+ * that holds at small counts (the user guide's "Views").
+ *
+ * @param snapshot a snapshot.
+ * @param view a memprof_view.
+ * @param index 0 .. memprof_snapshot_view_site_count() - 1.
+ * @param out filled up to `out->size` bytes.
+ * @return 0; `-EINVAL` for NULL arguments, an unknown view, a too small size or an index out
+ *         of range. Thread-safe. @since 1.2
+ */
+MEMPROF_API int memprof_snapshot_view_site(const memprof_snapshot *snapshot, memprof_view view,
+                                           size_t index, memprof_view_site *out);
+
+/**
+ * @brief **memprof_set_temporary_threshold()** sets the lifetime under which a freed
+ * allocation counts as temporary (the temporary view). Applies to frees from then on.
+ * @param ns the threshold in nanoseconds; 0 restores the default (1 ms).
+ * @return 0. Thread-safe, in any state. Not async-signal-safe. @since 1.2
+ */
+MEMPROF_API int memprof_set_temporary_threshold(uint64_t ns);
+
 #ifdef __cplusplus
 }
 #endif

@@ -27,40 +27,90 @@ struct memprof_engine memprof__engine;
 
 /* ---- per-sample weights ------------------------------------------------------------------- */
 
-/* The rounded Horvitz-Thompson weights of one sample (estimate.h). Computed identically on
- * insert and on free so incremental sums cancel exactly. */
-static void sample_weights(uint64_t size, uint64_t *bytes, uint64_t *count_fp16)
+/* The rounded Horvitz-Thompson weights of one sample (estimate.h), and its contribution to
+ * the variance of the byte estimate, s^2 (1-p) / p^2, in units of rate^2 / 2^32: that ratio
+ * is x^2 e^-x / (1 - e^-x)^2 for x = s / rate, which falls from 1 (x -> 0) as x grows, so a
+ * sample adds at most 2^32 and 2^31 live samples fit. Computed identically on insert and on
+ * free so incremental sums cancel exactly. */
+struct weights {
+    uint64_t bytes, count_fp16, var_q32;
+};
+
+static struct weights sample_weights(uint64_t size)
 {
     double p = memprof__est_prob(size, E.rate);
-    *bytes = memprof__est_round((double)size / p);
-    *count_fp16 = memprof__est_round(65536.0 / p);
+    double x = (double)size / (double)E.rate;
+    return (struct weights){
+        .bytes = memprof__est_round((double)size / p),
+        .count_fp16 = memprof__est_round(65536.0 / p),
+        .var_q32 = memprof__est_round(x * x * (1.0 - p) / (p * p) * 4294967296.0),
+    };
 }
 
-static void count_alloc(struct memprof_stack *s, uint64_t size, bool live)
+/* The engine's totals for the history (history.h), after a sampled event at `ts`. */
+static void history_event(uint64_t ts, bool grew)
 {
-    uint64_t wb, wc;
-    sample_weights(size, &wb, &wc);
-    memprof_atomic_add_relaxed(&s->alloc_samples, 1);
-    memprof_atomic_add_relaxed(&s->alloc_bytes, size);
-    memprof_atomic_add_relaxed(&s->alloc_est_bytes, wb);
-    memprof_atomic_add_relaxed(&s->alloc_est_count_fp16, wc);
-    if (live) {
+    uint64_t origin = memprof_atomic_load_relaxed(&E.origin_ns);
+    struct memprof_hist_now now = {
+        .t_ns = ts > origin ? ts - origin : 0,
+        .live = memprof_atomic_load_relaxed(&E.live_est_bytes),
+        .alloc = memprof_atomic_load_relaxed(&E.alloc_est_bytes),
+        .samples = memprof_atomic_load_relaxed(&E.total_samples),
+    };
+    memprof__hist_sampled(&E.hist, &E.st, &now, grew);
+}
+
+/* A sample goes live: the stack's and the engine's live counters. */
+static void count_live(struct memprof_stack *s, uint64_t size, const struct weights *w)
+{
+    if (s) {
         memprof_atomic_add_relaxed(&s->live_samples, 1);
         memprof_atomic_add_relaxed(&s->live_bytes, size);
-        memprof_atomic_add_relaxed(&E.live_est_bytes, (int64_t)wb);
+        memprof_atomic_add_relaxed(&s->live_est_bytes, w->bytes);
+        memprof_atomic_add_relaxed(&s->live_est_count_fp16, w->count_fp16);
+        memprof_atomic_add_relaxed(&s->live_var_q32, w->var_q32);
     }
+    memprof_atomic_add_relaxed(&E.live_est_bytes, (int64_t)w->bytes);
 }
 
+static void count_alloc(struct memprof_stack *s, uint64_t size, bool live, uint64_t ts)
+{
+    struct weights w = sample_weights(size);
+    memprof_atomic_add_relaxed(&E.alloc_est_bytes, w.bytes);
+    if (s) {
+        memprof_atomic_add_relaxed(&s->alloc_samples, 1);
+        memprof_atomic_add_relaxed(&s->alloc_bytes, size);
+        memprof_atomic_add_relaxed(&s->alloc_est_bytes, w.bytes);
+        memprof_atomic_add_relaxed(&s->alloc_est_count_fp16, w.count_fp16);
+    }
+    if (live)
+        count_live(s, size, &w);
+    history_event(ts, live);
+}
+
+/* A live sample is freed: its lifetime goes into the stack's histogram, and into the
+ * temporary counters if shorter than the threshold. */
 static void count_free(const struct memprof_hm_entry *e)
 {
     struct memprof_stack *s = memprof__st_get(&E.st, e->stack_id);
-    uint64_t wb, wc;
-    sample_weights(e->size, &wb, &wc);
+    struct weights w = sample_weights(e->size);
+    uint64_t now = memprof__pf_now_ns();
+    uint64_t lifetime = now > e->ts ? now - e->ts : 0;
     if (s) {
         memprof_atomic_sub_relaxed(&s->live_samples, 1);
         memprof_atomic_sub_relaxed(&s->live_bytes, e->size);
+        memprof_atomic_sub_relaxed(&s->live_est_bytes, w.bytes);
+        memprof_atomic_sub_relaxed(&s->live_est_count_fp16, w.count_fp16);
+        memprof_atomic_sub_relaxed(&s->live_var_q32, w.var_q32);
+        memprof_atomic_add_relaxed(&s->lifetimes[memprof__hist_lifetime_bucket(lifetime)], 1);
+        if (lifetime < memprof__engine_temp_threshold()) {
+            memprof_atomic_add_relaxed(&s->temp_samples, 1);
+            memprof_atomic_add_relaxed(&s->temp_est_bytes, w.bytes);
+            memprof_atomic_add_relaxed(&s->temp_est_count_fp16, w.count_fp16);
+        }
     }
-    memprof_atomic_sub_relaxed(&E.live_est_bytes, (int64_t)wb);
+    memprof_atomic_sub_relaxed(&E.live_est_bytes, (int64_t)w.bytes);
+    history_event(now, false);
 }
 
 /* ---- recording ------------------------------------------------------------------------- */
@@ -198,9 +248,9 @@ void memprof__record_mixed(uint64_t key, size_t size, const uintptr_t *frames, u
     count_depth(native);
     uint32_t id = memprof__st_intern_mixed(&E.st, frames, depth, native, source, truncated);
     struct memprof_stack *s = memprof__st_get(&E.st, id);
-    bool live = insert(key, size, id, memprof__pf_now_ns());
-    if (s)
-        count_alloc(s, size, live);
+    uint64_t ts = memprof__pf_now_ns();
+    bool live = insert(key, size, id, ts);
+    count_alloc(s, size, live, ts);
     /* Checking every 64th sample keeps even this cheap test off most samples. */
     if ((memprof_atomic_load_relaxed(&E.total_samples) & 63) == 0)
         maybe_rebuild_bloom();
@@ -385,14 +435,8 @@ void memprof__restore(const struct memprof_hm_entry *e)
 {
     memprof_atomic_sub_relaxed(&E.freed_samples, 1); /* remove_sample counted it freed */
     if (insert(e->key, e->size, e->stack_id, e->ts)) {
-        uint64_t wb, wc;
-        sample_weights(e->size, &wb, &wc);
-        struct memprof_stack *s = memprof__st_get(&E.st, e->stack_id);
-        if (s) {
-            memprof_atomic_add_relaxed(&s->live_samples, 1);
-            memprof_atomic_add_relaxed(&s->live_bytes, e->size);
-        }
-        memprof_atomic_add_relaxed(&E.live_est_bytes, (int64_t)wb);
+        struct weights w = sample_weights(e->size);
+        count_live(memprof__st_get(&E.st, e->stack_id), e->size, &w);
     }
 }
 
@@ -405,6 +449,7 @@ static void atfork_child(void)
     memprof__tls.seeded = 0;
     memprof__tls.stack_lo = memprof__tls.stack_top = 0;
     memprof__capture_after_fork();
+    memprof__hist_after_fork(&E.hist);
     memprof_atomic_store_relaxed(&E.bloom.rebuilding, 0);
     /* A rebuild cut short by the fork left gen odd: the active filter is intact, and the
      * half-built one is rebuilt from scratch next time, so just end the rebuild. */
@@ -490,6 +535,10 @@ int memprof__engine_start(void)
     if ((st == MEMPROF_STATE_INITIALIZED || st == MEMPROF_STATE_STOPPED) &&
         memprof_atomic_load_acquire(&E.backends) == 0)
         return -ENOTSUP;
+    /* Times in the history count from the first start (no sample is taken before it). */
+    uint64_t none = 0;
+    atomic_compare_exchange_strong_explicit(&E.origin_ns, &none, memprof__pf_now_ns(),
+                                            memory_order_relaxed, memory_order_relaxed);
     return transition(MEMPROF_STATE_INITIALIZED, MEMPROF_STATE_STOPPED, MEMPROF_STATE_ACTIVE);
 }
 
@@ -558,6 +607,17 @@ int memprof__engine_use_framed_sample_heap(size_t page)
     if (E.rate < MEMPROF_FRAMED_MIN_PAGES * page)
         return -ERANGE;
     return init_sample_heap(page);
+}
+
+uint64_t memprof__engine_temp_threshold(void)
+{
+    uint64_t t = memprof_atomic_load_relaxed(&E.temp_threshold_ns);
+    return t ? t : MEMPROF_DEFAULT_TEMP_THRESHOLD_NS;
+}
+
+void memprof__engine_set_temp_threshold(uint64_t ns)
+{
+    memprof_atomic_store_relaxed(&E.temp_threshold_ns, ns);
 }
 
 void memprof__engine_own_code(const void *addr)

@@ -41,6 +41,7 @@
 #include "common/compiler.h"
 #include "core/bloom.h"
 #include "core/heapmap.h"
+#include "core/history.h"
 #include "core/sampleheap.h"
 #include "core/sampler.h"
 #include "core/stacktab.h"
@@ -93,6 +94,13 @@ struct memprof_engine {
     /* Live estimate maintained incrementally: rounded weights added on insert and the same
      * rounded weights subtracted on free, so it returns exactly to zero. */
     _Atomic int64_t live_est_bytes;
+    _Atomic uint64_t alloc_est_bytes; /* weighted bytes of every sample taken */
+    /* Freed samples younger than this count as temporary; 0 = the default. */
+    _Atomic uint64_t temp_threshold_ns;
+    /* CLOCK_MONOTONIC time of the first start: the history's and the snapshot's time zero. */
+    _Atomic uint64_t origin_ns;
+    /* The peak picture and the heap over time (history.h). */
+    struct memprof_history hist;
 
     /* Addresses the Bloom filter let through to the heap map, which did not know them: a
      * freed sample's bits stay set until a rebuild, and allocators hand the same address
@@ -147,6 +155,11 @@ MEMPROF_INTERNAL void memprof__engine_limit_address_space(void);
 /* mlockall(flags) through real_mlockall, without faulting in the engine's tables and sample
  * heap (platform.h, memprof__pf_mlockall_except()). From outside the hooks. */
 MEMPROF_INTERNAL int memprof__engine_mlockall(int flags, int (*real_mlockall)(int));
+/* Freed samples that lived less than this many nanoseconds are temporary allocations. */
+#define MEMPROF_DEFAULT_TEMP_THRESHOLD_NS 1000000u /* 1 ms */
+MEMPROF_INTERNAL uint64_t memprof__engine_temp_threshold(void);
+/* Sets the threshold (0: the default); in any state, from any thread. */
+MEMPROF_INTERNAL void memprof__engine_set_temp_threshold(uint64_t ns);
 /* Marks the object containing `addr` as profiler code, skipped at the leaf end of stacks. */
 MEMPROF_INTERNAL void memprof__engine_own_code(const void *addr);
 /* Passes `msg` to the log callback of memprof_config, if one was given at init. Only from

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Taking a snapshot: copy the live samples out of the heap map, aggregate them per call
- * stack with their estimates, and add the cumulative per-stack counters (snapshot.h).
+ * stack with their estimates, add the cumulative per-stack counters, the peak picture, the
+ * heap over time, lifetimes and each site's leak statistic (snapshot.h).
  */
 #include "core/snapshot.h"
 
@@ -11,6 +12,7 @@
 #include "common/atomic.h"
 #include "core/engine.h"
 #include "core/platform.h"
+#include "memprof/memprof.h"
 
 #define E memprof__engine
 
@@ -36,6 +38,153 @@ static int by_live_bytes_desc(const void *a, const void *b)
     return x->stack_id < y->stack_id ? -1 : x->stack_id > y->stack_id;
 }
 
+/* Samples by stack, then by allocation time: each site's survivors in time order. */
+static int by_stack_then_time(const void *a, const void *b)
+{
+    const struct memprof_snap_sample *x = a, *y = b;
+    if (x->stack_id != y->stack_id)
+        return x->stack_id < y->stack_id ? -1 : 1;
+    return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+struct peak_ctx {
+    struct memprof_snapshot *s;
+    const uint32_t *site_of;
+    size_t nids;
+};
+
+/* The variance counters are in units of rate^2 / 2^32 (engine.c, sample_weights()). */
+static double var_of_q32(uint64_t q, uint64_t rate)
+{
+    return (double)q * ((double)rate * (double)rate / 4294967296.0);
+}
+
+static void peak_site(void *arg, uint32_t id, const struct memprof_stack *st)
+{
+    struct peak_ctx *c = arg;
+    if (id >= c->nids || !c->site_of[id])
+        return; /* a stack interned after the sites were listed */
+    struct memprof_snap_site *site = &c->s->sites[c->site_of[id] - 1];
+    site->peak = (struct memprof_est){
+        .samples = memprof_atomic_load_relaxed(&st->peak_samples),
+        .bytes = (double)memprof_atomic_load_relaxed(&st->peak_est_bytes),
+        .bytes_var = var_of_q32(memprof_atomic_load_relaxed(&st->peak_var_q32), c->s->rate),
+        .count = (double)memprof_atomic_load_relaxed(&st->peak_est_count_fp16) / 65536.0,
+    };
+}
+
+/* The recorded peak, unless this snapshot's live heap is larger: then the peak is now. */
+static void take_peak(struct memprof_snapshot *s, const uint32_t *site_of, size_t nids)
+{
+    struct peak_ctx c = {s, site_of, nids};
+    struct memprof_hist_peak peak;
+    memprof__hist_read_peak(&E.hist, &E.st, &peak, peak_site, &c);
+    if (s->total.bytes >= (double)peak.bytes) {
+        s->peak = s->total;
+        s->peak_t_ns = s->duration_ns;
+        for (size_t i = 0; i < s->nsites; i++)
+            s->sites[i].peak = s->sites[i].live;
+        return;
+    }
+    s->peak = (struct memprof_est){
+        .samples = peak.samples,
+        .bytes = (double)peak.bytes,
+        .bytes_var = var_of_q32(peak.var_q32, s->rate),
+        .count = (double)peak.count_fp16 / 65536.0,
+    };
+    s->peak_t_ns = peak.t_ns;
+}
+
+/* The longest lifetime a site's freed samples had, as its bucket's upper edge (the open
+ * last bucket: four times its lower edge, about 18 minutes). */
+static uint64_t max_lifetime_ns(const struct memprof_snap_site *site)
+{
+    for (unsigned b = MEMPROF_HIST_LIFETIME_BUCKETS; b-- > 0;)
+        if (site->lifetimes[b])
+            return b + 1 < MEMPROF_HIST_LIFETIME_BUCKETS
+                       ? memprof__hist_lifetime_bucket_end(b)
+                       : memprof__hist_lifetime_bucket_end(b - 1) * 4;
+    return 0;
+}
+
+/* Each site's leak statistic from its survivors (samples sorted by stack, then time). */
+static void take_leaks(struct memprof_snapshot *s, const uint32_t *site_of, size_t nids, double *w,
+                       uint64_t *ts)
+{
+    uint64_t origin = memprof_atomic_load_relaxed(&E.origin_ns);
+    for (size_t i = 0, j; i < s->nsamples; i = j) {
+        uint32_t id = s->samples[i].stack_id;
+        for (j = i; j < s->nsamples && s->samples[j].stack_id == id; j++) {
+            ts[j - i] = s->samples[j].ts;
+            w[j - i] = (double)s->samples[j].size / memprof__est_prob(s->samples[j].size, s->rate);
+        }
+        if (id >= nids || !site_of[id])
+            continue; /* never: every sample got a site */
+        struct memprof_snap_site *site = &s->sites[site_of[id] - 1];
+        struct memprof_leak_window win =
+            memprof__leak_window(origin, s->timestamp_ns, max_lifetime_ns(site));
+        memprof__leak_stat(ts, w, j - i, win, &site->leak);
+    }
+}
+
+const struct memprof_est *memprof__snapshot_view_est(const struct memprof_snap_site *site, int view,
+                                                     struct memprof_est *buf)
+{
+    switch (view) {
+    case MEMPROF_VIEW_LIVE:
+        return site->live.samples ? &site->live : NULL;
+    case MEMPROF_VIEW_PEAK:
+        return site->peak.samples ? &site->peak : NULL;
+    case MEMPROF_VIEW_ALLOC:
+        *buf = (struct memprof_est){.samples = site->alloc_samples,
+                                    .bytes = (double)site->alloc_est_bytes,
+                                    .count = (double)site->alloc_est_count};
+        return site->alloc_samples ? buf : NULL;
+    case MEMPROF_VIEW_TEMPORARY:
+        *buf = (struct memprof_est){.samples = site->temp_samples,
+                                    .bytes = (double)site->temp_est_bytes,
+                                    .count = (double)site->temp_est_count};
+        return site->temp_samples ? buf : NULL;
+    case MEMPROF_VIEW_LEAKS:
+        *buf = (struct memprof_est){.samples = site->leak.samples, .bytes = site->leak.bytes};
+        return site->leak.suspect ? buf : NULL;
+    default:
+        return NULL;
+    }
+}
+
+/* qsort_r-free ordering of a view's site indexes: the values are computed once. */
+struct ranked {
+    double bytes;
+    uint32_t site;
+};
+
+static int by_bytes_desc(const void *a, const void *b)
+{
+    const struct ranked *x = a, *y = b;
+    if (x->bytes != y->bytes)
+        return x->bytes < y->bytes ? 1 : -1;
+    return x->site < y->site ? -1 : x->site > y->site;
+}
+
+/* Each view's ranking of the (already sorted) sites; `work` has room for nsites entries. */
+static void rank_views(struct memprof_snapshot *s, struct ranked *work)
+{
+    for (int v = 0; v < 5; v++) {
+        size_t n = 0;
+        for (size_t i = 0; i < s->nsites; i++) {
+            struct memprof_est buf;
+            const struct memprof_est *e = memprof__snapshot_view_est(&s->sites[i], v, &buf);
+            if (e && e->bytes > 0)
+                work[n++] = (struct ranked){e->bytes, (uint32_t)i};
+        }
+        qsort(work, n, sizeof *work, by_bytes_desc);
+        for (size_t i = 0; i < n; i++)
+            s->view_order[v][i] = work[i].site;
+        s->view_nsites[v] = n;
+    }
+}
+
 static size_t align_up(size_t n)
 {
     return (n + 63) & ~(size_t)63;
@@ -52,7 +201,11 @@ int memprof__snapshot_take(struct memprof_snapshot **out)
     unsigned active = memprof_atomic_load_acquire(&E.hm.active);
     size_t cap = (size_t)MEMPROF_HM_MIN_SEG << active;
     size_t off_samples = align_up(sizeof(struct memprof_snapshot));
-    size_t bytes = off_samples + cap * sizeof(struct memprof_snap_sample);
+    size_t off_series = align_up(off_samples + cap * sizeof(struct memprof_snap_sample));
+    size_t off_work =
+        align_up(off_series + (MEMPROF_SERIES_CAP + 1) * sizeof(struct memprof_hist_point));
+    /* Work space for the leak statistic: a time and a weight per sample. */
+    size_t bytes = off_work + cap * (sizeof(uint64_t) + sizeof(double));
     unsigned char *mem = memprof__pf_map(bytes);
     if (!mem)
         return -ENOMEM;
@@ -60,6 +213,11 @@ int memprof__snapshot_take(struct memprof_snapshot **out)
     s->map_bytes = bytes;
     s->rate = E.rate;
     s->timestamp_ns = memprof__pf_now_ns();
+    uint64_t origin = memprof_atomic_load_relaxed(&E.origin_ns);
+    s->duration_ns = origin && s->timestamp_ns > origin ? s->timestamp_ns - origin : 0;
+    s->temp_threshold_ns = memprof__engine_temp_threshold();
+    s->series = (struct memprof_hist_point *)(mem + off_series);
+    s->nseries = memprof__hist_read_series(&E.hist, s->series);
     s->stacks = &E.st;
     s->samples = (struct memprof_snap_sample *)(mem + off_samples);
     struct collect c = {.samples = s->samples, .cap = cap};
@@ -70,7 +228,9 @@ int memprof__snapshot_take(struct memprof_snapshot **out)
      * is inserted, so every collected sample's id is below this bound. */
     size_t nids = memprof__st_nids(&E.st);
     size_t off_sites = align_up(nids * sizeof(uint32_t));
-    s->sites_bytes = off_sites + (nids ? nids : 1) * sizeof(struct memprof_snap_site);
+    size_t off_views = align_up(off_sites + (nids ? nids : 1) * sizeof(struct memprof_snap_site));
+    size_t off_rank = align_up(off_views + 5 * (nids ? nids : 1) * sizeof(uint32_t));
+    s->sites_bytes = off_rank + (nids ? nids : 1) * sizeof(struct ranked);
     unsigned char *smem = memprof__pf_map(s->sites_bytes);
     if (!smem) {
         memprof__snapshot_free(s);
@@ -92,7 +252,14 @@ int memprof__snapshot_take(struct memprof_snapshot **out)
         site->alloc_est_bytes = memprof_atomic_load_relaxed(&st->alloc_est_bytes);
         site->alloc_est_count =
             (memprof_atomic_load_relaxed(&st->alloc_est_count_fp16) + 32768) >> 16;
+        site->temp_samples = memprof_atomic_load_relaxed(&st->temp_samples);
+        site->temp_est_bytes = memprof_atomic_load_relaxed(&st->temp_est_bytes);
+        site->temp_est_count =
+            (memprof_atomic_load_relaxed(&st->temp_est_count_fp16) + 32768) >> 16;
+        for (unsigned b = 0; b < MEMPROF_HIST_LIFETIME_BUCKETS; b++)
+            site->lifetimes[b] = memprof_atomic_load_relaxed(&st->lifetimes[b]);
     }
+    qsort(s->samples, s->nsamples, sizeof *s->samples, by_stack_then_time);
     for (size_t i = 0; i < s->nsamples; i++) {
         const struct memprof_snap_sample *smp = &s->samples[i];
         memprof__est_add(&s->total, smp->size, s->rate);
@@ -107,7 +274,17 @@ int memprof__snapshot_take(struct memprof_snapshot **out)
         struct memprof_snap_site *site = &s->sites[site_of[smp->stack_id] - 1];
         memprof__est_add(&site->live, smp->size, s->rate);
     }
+    take_leaks(s, site_of, nids, (double *)(mem + off_work),
+               (uint64_t *)(mem + off_work + cap * sizeof(double)));
+    take_peak(s, site_of, nids);
+    /* The series ends with this snapshot. */
+    s->series[s->nseries++] =
+        (struct memprof_hist_point){s->duration_ns, memprof__est_round(s->total.bytes),
+                                    memprof_atomic_load_relaxed(&E.alloc_est_bytes)};
     qsort(s->sites, s->nsites, sizeof *s->sites, by_live_bytes_desc);
+    for (int v = 0; v < 5; v++)
+        s->view_order[v] = (uint32_t *)(smem + off_views) + (size_t)v * (nids ? nids : 1);
+    rank_views(s, (struct ranked *)(smem + off_rank));
     s->truncated_stacks = memprof_atomic_load_relaxed(&E.truncated_stacks);
     s->heap_map_full_drops = memprof_atomic_load_relaxed(&E.hm.full_drops);
     s->stack_table_overflows = memprof_atomic_load_relaxed(&E.st.overflows);

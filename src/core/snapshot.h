@@ -15,6 +15,8 @@
 #include <stdint.h>
 
 #include "core/estimate.h"
+#include "core/history.h"
+#include "core/leaks.h"
 #include "core/stacktab.h"
 
 struct memprof_snap_sample {
@@ -30,6 +32,12 @@ struct memprof_snap_site {
     uint64_t alloc_samples;  /* cumulative, from the stack's counters */
     uint64_t alloc_est_bytes;
     uint64_t alloc_est_count;
+    struct memprof_est peak; /* live at the snapshot's peak (count_var not kept: 0) */
+    /* Freed within the temporary threshold (cumulative), and freed samples per lifetime
+     * bucket (history.h). */
+    uint64_t temp_samples, temp_est_bytes, temp_est_count;
+    uint32_t lifetimes[MEMPROF_HIST_LIFETIME_BUCKETS];
+    struct memprof_leak_stat leak; /* of the live samples (leaks.h) */
 };
 
 struct memprof_snapshot {
@@ -44,6 +52,18 @@ struct memprof_snapshot {
     struct memprof_snap_sample *samples;
     size_t nsites;
     struct memprof_snap_site *sites; /* sorted by live estimated bytes, largest first */
+    /* Times since the engine's origin (its first start). */
+    uint64_t duration_ns;
+    /* The peak: the recorded one, or the live heap of this snapshot if that is larger. */
+    struct memprof_est peak;
+    uint64_t peak_t_ns;
+    uint64_t temp_threshold_ns;
+    /* The heap over time, ending with this snapshot's point. */
+    size_t nseries;
+    struct memprof_hist_point *series;
+    /* Site indexes per view (memprof_view), largest value first, only sites with a value. */
+    uint32_t *view_order[5];
+    size_t view_nsites[5];
     /* Health at snapshot time. */
     uint64_t truncated_stacks, heap_map_full_drops, stack_table_overflows;
 };
@@ -51,6 +71,10 @@ struct memprof_snapshot {
 /* Builds a snapshot of the engine. Returns 0, -ENOTCONN, -ESHUTDOWN or -ENOMEM. */
 int memprof__snapshot_take(struct memprof_snapshot **out);
 void memprof__snapshot_free(struct memprof_snapshot *s);
+/* A site's value in a view (memprof_view): the estimate its ranking uses, or NULL if the
+ * site has none there (never sampled there, or not a leak suspect). */
+const struct memprof_est *memprof__snapshot_view_est(const struct memprof_snap_site *site, int view,
+                                                     struct memprof_est *buf);
 /* The frames of a site (leaf first) and their count. */
 const uintptr_t *memprof__snapshot_site_frames(const struct memprof_snapshot *s,
                                                const struct memprof_snap_site *site,

@@ -54,6 +54,16 @@ struct memprof_stack {
     /* Weighted estimates of everything allocated from this stack (estimate.h): bytes
      * rounded per sample, counts in 1/65536 units. */
     _Atomic uint64_t alloc_est_bytes, alloc_est_count_fp16;
+    /* The same weights for the live samples, and the variance of the live byte estimate in
+     * units of rate^2 / 2^32 (one sample adds at most 2^32: see engine.c). Integers, so adding
+     * on insert and subtracting on free cancel exactly. */
+    _Atomic uint64_t live_est_bytes, live_est_count_fp16, live_var_q32;
+    /* The live counters as they were at the recorded peak (history.h). */
+    _Atomic uint64_t peak_samples, peak_est_bytes, peak_est_count_fp16, peak_var_q32;
+    /* Freed samples that lived less than the engine's temporary threshold, and their weights. */
+    _Atomic uint64_t temp_samples, temp_est_bytes, temp_est_count_fp16;
+    /* Freed samples per lifetime bucket (history.h's memprof__hist_lifetime_bucket()). */
+    _Atomic uint32_t lifetimes[16];
 };
 
 struct memprof_stacktab {

@@ -7,8 +7,11 @@
  * Encoding (what pprof_read.c relies on; keep the two in step):
  *
  * - sample_type: alloc_objects/count, alloc_space/bytes, inuse_objects/count,
- *   inuse_space/bytes, in that order; default_sample_type inuse_space. Values are the
- *   model's estimates (already scaled by the unbiased weights), clamped to INT64_MAX.
+ *   inuse_space/bytes, peak_objects/count, peak_space/bytes (live at the recorded peak),
+ *   temp_objects/count, temp_space/bytes (allocated and freed within the temporary
+ *   threshold), in that order; default_sample_type inuse_space. Values are the model's
+ *   estimates (already scaled by the unbiased weights), clamped to INT64_MAX. A stack that
+ *   holds nothing now but did at the peak is a sample with zero inuse values.
  *   period_type space/bytes, period = sampling rate; time_nanos = snapshot wall-clock time.
  * - One Sample per stack; location_id leaf first. A stack without frames (stack table full)
  *   is a Sample without locations.
@@ -36,7 +39,13 @@
  *   "live_samples" and "alloc_samples" (count), "inuse_space_sd" (bytes) and
  *   "inuse_objects_sd" (count), the standard deviations of the in-use estimates rounded to
  *   integers, and "truncated" = 1 when the stack was cut at the maximum depth (the model's
- *   MEMPROF_FRAME_TRUNCATED on the last frame).
+ *   MEMPROF_FRAME_TRUNCATED on the last frame). For the other views: "peak_samples" and
+ *   "temp_samples" (count), "peak_space_sd" (bytes); "leak_space" (bytes), "leak_samples"
+ *   (count) and "leak_bytes_per_second" (bytes) of the leak statistic, "leak_suspect" = 1;
+ *   "lifetimes", one label per non-empty lifetime bucket b with num = b * 2^32 + count.
+ * - Field MEMPROF_PPROF_EXTENSION of Profile (pprof.h), a message pprof skips: the peak's
+ *   time, the run's duration and the temporary threshold in nanoseconds, and the heap over
+ *   time as three packed columns (time since start, live bytes, allocated bytes).
  * - Profile comments: one human-readable line, then "memprof.KEY=VALUE" lines: format=1 (the
  *   reader requires it: it is how a memprof file is told from other pprof files), version,
  *   the whole-heap inuse_space, inuse_objects, live_samples, inuse_space_var and
@@ -438,12 +447,16 @@ static int64_t clamp64(uint64_t v)
     return v > INT64_MAX ? INT64_MAX : (int64_t)v;
 }
 
+static int64_t round64(double v)
+{
+    if (!(v > 0.0)) /* also NaN */
+        return 0;
+    return v >= 9.2e18 ? INT64_MAX : (int64_t)llround(v);
+}
+
 static int64_t sd_of(double var)
 {
-    if (!(var > 0.0)) /* also NaN */
-        return 0;
-    double sd = sqrt(var);
-    return sd >= 9.2e18 ? INT64_MAX : (int64_t)llround(sd);
+    return round64(var > 0.0 ? sqrt(var) : 0.0);
 }
 
 static void num_label(struct writer *w, uint32_t key, int64_t v, uint32_t unit)
@@ -469,6 +482,8 @@ static void value_type(struct writer *w, uint32_t field, uint32_t type, uint32_t
 struct fixed_strings {
     uint32_t alloc_objects, alloc_space, inuse_objects, inuse_space, count, bytes, space;
     uint32_t live_samples, alloc_samples, inuse_space_sd, inuse_objects_sd, truncated;
+    uint32_t peak_objects, peak_space, temp_objects, temp_space, peak_samples, peak_space_sd,
+        temp_samples, leak_space, leak_samples, leak_rate, leak_suspect, lifetimes;
 };
 
 static int encode_samples(struct writer *w, const struct fixed_strings *s)
@@ -495,12 +510,16 @@ static int encode_samples(struct writer *w, const struct fixed_strings *s)
                 memprof__pb_raw_varint(&w->out, w->loc_ids[k]);
             memprof__pb_end(&w->out, packed);
         }
-        /* Same order as sample_type. Packed even when zero: every sample has four values. */
+        /* Same order as sample_type. Packed even when zero: every sample has every value. */
         size_t packed = memprof__pb_begin(&w->out, SAMPLE_VALUE);
         memprof__pb_raw_varint(&w->out, (uint64_t)clamp64(st->alloc_objects));
         memprof__pb_raw_varint(&w->out, (uint64_t)clamp64(st->alloc_space));
         memprof__pb_raw_varint(&w->out, (uint64_t)clamp64(st->inuse_objects));
         memprof__pb_raw_varint(&w->out, (uint64_t)clamp64(st->inuse_space));
+        memprof__pb_raw_varint(&w->out, (uint64_t)clamp64(st->peak_objects));
+        memprof__pb_raw_varint(&w->out, (uint64_t)clamp64(st->peak_space));
+        memprof__pb_raw_varint(&w->out, (uint64_t)clamp64(st->temp_objects));
+        memprof__pb_raw_varint(&w->out, (uint64_t)clamp64(st->temp_space));
         memprof__pb_end(&w->out, packed);
         num_label(w, s->live_samples, clamp64(st->live_samples), s->count);
         num_label(w, s->alloc_samples, clamp64(st->alloc_samples), s->count);
@@ -509,6 +528,16 @@ static int encode_samples(struct writer *w, const struct fixed_strings *s)
         bool truncated =
             st->nframes && (p->frames[st->frames[st->nframes - 1]].flags & MEMPROF_FRAME_TRUNCATED);
         num_label(w, s->truncated, truncated, 0);
+        num_label(w, s->peak_samples, clamp64(st->peak_samples), s->count);
+        num_label(w, s->peak_space_sd, sd_of(st->peak_space_var), s->bytes);
+        num_label(w, s->temp_samples, clamp64(st->temp_samples), s->count);
+        num_label(w, s->leak_space, clamp64(st->leak_space), s->bytes);
+        num_label(w, s->leak_samples, clamp64(st->leak_samples), s->count);
+        num_label(w, s->leak_rate, round64(st->leak_rate), s->bytes);
+        num_label(w, s->leak_suspect, st->leak_suspect != 0, 0);
+        for (unsigned b = 0; b < MEMPROF_LIFETIME_BUCKETS; b++)
+            num_label(w, s->lifetimes, st->lifetimes[b] ? ((int64_t)b << 32) | st->lifetimes[b] : 0,
+                      s->count);
         memprof__pb_end(&w->out, m);
     }
     return 0;
@@ -630,6 +659,31 @@ static int add_comments(struct writer *w, char (*buf)[128], uint32_t *ids)
     return (int)n;
 }
 
+static void packed_column(struct writer *w, uint32_t field, size_t offset)
+{
+    const struct memprof_profile *p = w->p;
+    size_t m = memprof__pb_begin(&w->out, field);
+    for (size_t i = 0; i < p->nseries; i++)
+        memprof__pb_raw_varint(&w->out, *(const uint64_t *)((const char *)&p->series[i] + offset));
+    memprof__pb_end(&w->out, m);
+}
+
+/* The extension message (see the top). */
+static void encode_extension(struct writer *w)
+{
+    const struct memprof_profile *p = w->p;
+    size_t m = memprof__pb_begin(&w->out, MEMPROF_PPROF_EXTENSION);
+    memprof__pb_uint(&w->out, MEMPROF_PPROF_EXT_PEAK_TIME_NS, p->peak_time_ns);
+    memprof__pb_uint(&w->out, MEMPROF_PPROF_EXT_DURATION_NS, p->duration_ns);
+    memprof__pb_uint(&w->out, MEMPROF_PPROF_EXT_TEMP_THRESHOLD_NS, p->temp_threshold_ns);
+    if (p->nseries) {
+        packed_column(w, MEMPROF_PPROF_EXT_SERIES_T_NS, offsetof(struct memprof_ppoint, t_ns));
+        packed_column(w, MEMPROF_PPROF_EXT_SERIES_LIVE, offsetof(struct memprof_ppoint, live));
+        packed_column(w, MEMPROF_PPROF_EXT_SERIES_ALLOC, offsetof(struct memprof_ppoint, alloc));
+    }
+    memprof__pb_end(&w->out, m);
+}
+
 /* Deflates the message to `out` with a gzip header. */
 static int gzip_to(const struct memprof_pb_buf *msg, FILE *out)
 {
@@ -729,7 +783,19 @@ int memprof__export_pprof(const struct memprof_profile *p, FILE *out)
                        &s.alloc_samples,
                        &s.inuse_space_sd,
                        &s.inuse_objects_sd,
-                       &s.truncated};
+                       &s.truncated,
+                       &s.peak_objects,
+                       &s.peak_space,
+                       &s.temp_objects,
+                       &s.temp_space,
+                       &s.peak_samples,
+                       &s.peak_space_sd,
+                       &s.temp_samples,
+                       &s.leak_space,
+                       &s.leak_samples,
+                       &s.leak_rate,
+                       &s.leak_suspect,
+                       &s.lifetimes};
     static const char *const names[] = {"alloc_objects",
                                         "alloc_space",
                                         "inuse_objects",
@@ -741,7 +807,19 @@ int memprof__export_pprof(const struct memprof_profile *p, FILE *out)
                                         "alloc_samples",
                                         "inuse_space_sd",
                                         "inuse_objects_sd",
-                                        "truncated"};
+                                        "truncated",
+                                        "peak_objects",
+                                        "peak_space",
+                                        "temp_objects",
+                                        "temp_space",
+                                        "peak_samples",
+                                        "peak_space_sd",
+                                        "temp_samples",
+                                        "leak_space",
+                                        "leak_samples",
+                                        "leak_bytes_per_second",
+                                        "leak_suspect",
+                                        "lifetimes"};
     _Static_assert(sizeof ids / sizeof *ids == sizeof names / sizeof *names, "one per name");
     for (size_t i = 0; i < sizeof ids / sizeof *ids; i++)
         if ((*ids[i] = intern(&w, names[i])) == UINT32_MAX)
@@ -751,6 +829,10 @@ int memprof__export_pprof(const struct memprof_profile *p, FILE *out)
     value_type(&w, PROFILE_SAMPLE_TYPE, s.alloc_space, s.bytes);
     value_type(&w, PROFILE_SAMPLE_TYPE, s.inuse_objects, s.count);
     value_type(&w, PROFILE_SAMPLE_TYPE, s.inuse_space, s.bytes);
+    value_type(&w, PROFILE_SAMPLE_TYPE, s.peak_objects, s.count);
+    value_type(&w, PROFILE_SAMPLE_TYPE, s.peak_space, s.bytes);
+    value_type(&w, PROFILE_SAMPLE_TYPE, s.temp_objects, s.count);
+    value_type(&w, PROFILE_SAMPLE_TYPE, s.temp_space, s.bytes);
     if ((rc = encode_samples(&w, &s)) != 0)
         goto done;
     rc = -ENOMEM;
@@ -772,6 +854,7 @@ int memprof__export_pprof(const struct memprof_profile *p, FILE *out)
         memprof__pb_raw_varint(&w.out, comment_ids[i]);
     memprof__pb_end(&w.out, packed);
     memprof__pb_uint(&w.out, PROFILE_DEFAULT_SAMPLE_TYPE, s.inuse_space);
+    encode_extension(&w);
     if (w.out.oom)
         goto done;
     rc = gzip_to(&w.out, out);

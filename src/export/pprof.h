@@ -20,6 +20,23 @@
  * source could not resolve; the reader maps it back to MEMPROF_FRAME_UNRESOLVED. */
 #define MEMPROF_PPROF_UNKNOWN_RUNTIME "[unknown runtime frame]"
 
+/* The Profile field carrying what profile.proto has no place for: the heap over time and
+ * the times of the run (pprof.c). pprof's decoder, like every protobuf decoder, skips fields
+ * it does not know; a profile re-encoded by pprof loses it, and the readers then do
+ * without. Its own fields: */
+#define MEMPROF_PPROF_EXTENSION 1000
+enum {
+    MEMPROF_PPROF_EXT_PEAK_TIME_NS = 1,
+    MEMPROF_PPROF_EXT_DURATION_NS = 2,
+    MEMPROF_PPROF_EXT_TEMP_THRESHOLD_NS = 3,
+    MEMPROF_PPROF_EXT_SERIES_T_NS = 4, /* packed; the series' three columns, same length */
+    MEMPROF_PPROF_EXT_SERIES_LIVE = 5,
+    MEMPROF_PPROF_EXT_SERIES_ALLOC = 6,
+};
+
+/* The longest series the reader accepts (the engine keeps at most about 1,000 points). */
+#define MEMPROF_PPROF_MAX_SERIES ((size_t)1 << 16)
+
 /* The reader's size limit, MEMPROF_PPROF_MAX_SIZE; a seam so tests can exercise the
  * decompression-bomb check without inflating a gigabyte. */
 extern size_t memprof__pprof_read_limit;

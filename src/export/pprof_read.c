@@ -43,6 +43,35 @@ size_t memprof__pprof_read_limit = MEMPROF_PPROF_MAX_SIZE;
 #define MAX_TOTAL_STACK_FRAMES ((size_t)1 << 27) /* in all stacks together */
 #define MAX_LABELS_PER_SAMPLE  1024
 
+/* The sample types the model has a place for, and their units. */
+#define NVALUES 8
+static const char *const value_names[NVALUES] = {"alloc_objects", "alloc_space",  "inuse_objects",
+                                                 "inuse_space",   "peak_objects", "peak_space",
+                                                 "temp_objects",  "temp_space"};
+static const char *const value_units[NVALUES] = {"count", "bytes", "count", "bytes",
+                                                 "count", "bytes", "count", "bytes"};
+
+/* The numeric labels read into the model (pprof.c), "lifetimes" apart. */
+enum {
+    L_LIVE_SAMPLES,
+    L_ALLOC_SAMPLES,
+    L_INUSE_SPACE_SD,
+    L_INUSE_OBJECTS_SD,
+    L_PEAK_SAMPLES,
+    L_PEAK_SPACE_SD,
+    L_TEMP_SAMPLES,
+    L_LEAK_SPACE,
+    L_LEAK_SAMPLES,
+    L_LEAK_RATE,
+    L_LEAK_SUSPECT,
+    L_TRUNCATED,
+    NLABELS
+};
+static const char *const label_names[NLABELS + 1] = {
+    "live_samples",  "alloc_samples", "inuse_space_sd", "inuse_objects_sd", "peak_samples",
+    "peak_space_sd", "temp_samples",  "leak_space",     "leak_samples",     "leak_bytes_per_second",
+    "leak_suspect",  "truncated",     "lifetimes"};
+
 /* ---- errors ------------------------------------------------------------------------------- */
 
 struct view {
@@ -74,9 +103,13 @@ struct rloc {
 struct rsample {
     size_t first_ref; /* into refs[] */
     uint32_t nrefs, nframes;
-    uint64_t value[4]; /* alloc_objects, alloc_space, inuse_objects, inuse_space */
-    uint64_t live_samples, alloc_samples, space_sd, objects_sd;
-    bool truncated;
+    /* alloc_objects, alloc_space, inuse_objects, inuse_space, peak_objects, peak_space,
+     * temp_objects, temp_space */
+    uint64_t value[NVALUES];
+    /* The numeric labels, in the order of label_names[] (the last one, "truncated", is a
+     * flag). */
+    uint64_t label[NLABELS];
+    uint32_t lifetimes[MEMPROF_LIFETIME_BUCKETS];
 };
 
 /* An id -> table index map: the table's (id, index) pairs sorted by id. */
@@ -108,7 +141,7 @@ struct reader {
     uint64_t time_nanos, period;
 
     /* Decoded tables. */
-    int stype_index[4]; /* sample_type position of each model value, -1 if absent */
+    int stype_index[NVALUES]; /* sample_type position of each model value, -1 if absent */
     struct rfunc *funcs;
     struct rmap *maps;
     struct rloc *locs;
@@ -118,7 +151,8 @@ struct reader {
     struct rsample *samples;
     uint32_t *refs; /* location indexes of all samples */
     size_t nrefs, ntruncated;
-    uint64_t label_keys[5]; /* string ids of the label keys we read, UINT64_MAX if absent */
+    uint64_t label_keys[NLABELS + 1]; /* string ids of label_names[], UINT64_MAX if absent */
+    struct view extension;            /* MEMPROF_PPROF_EXTENSION, n = 0 if absent */
 
     /* From the comments. */
     bool have_format;
@@ -312,6 +346,10 @@ static int top_level_pass(struct reader *r, bool fill)
                 memprof__pb_get_varints(&f, r->comments + r->ncomments);
             r->ncomments += cnt;
             break;
+        case MEMPROF_PPROF_EXTENSION:
+            rc = want_wire(r, &f, MEMPROF_PB_LEN, "memprof extension");
+            r->extension = (struct view){f.data, f.len};
+            break;
         default:
             break; /* fields memprof does not write (drop_frames, period_type, ...) */
         }
@@ -405,10 +443,7 @@ static int varint_field(struct reader *r, const struct memprof_pb_field *f, uint
 
 static int decode_sample_types(struct reader *r)
 {
-    static const char *const names[4] = {"alloc_objects", "alloc_space", "inuse_objects",
-                                         "inuse_space"};
-    static const char *const units[4] = {"count", "bytes", "count", "bytes"};
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < NVALUES; k++)
         r->stype_index[k] = -1;
     for (size_t i = 0; i < r->nstypes; i++) {
         struct memprof_pb_reader pr = {r->stypes[i].p, r->stypes[i].p + r->stypes[i].n};
@@ -426,13 +461,13 @@ static int decode_sample_types(struct reader *r)
             return fail(r, "malformed sample_type (%s)", why);
         if (check_string(r, type, "sample_type") || check_string(r, unit, "sample_type"))
             return -EINVAL;
-        for (int k = 0; k < 4; k++) {
-            if (!str_is(r, type, names[k]))
+        for (int k = 0; k < NVALUES; k++) {
+            if (!str_is(r, type, value_names[k]))
                 continue;
             if (r->stype_index[k] >= 0)
-                return fail(r, "sample type %s appears twice", names[k]);
-            if (!str_is(r, unit, units[k]))
-                return fail(r, "sample type %s is not in %s", names[k], units[k]);
+                return fail(r, "sample type %s appears twice", value_names[k]);
+            if (!str_is(r, unit, value_units[k]))
+                return fail(r, "sample type %s is not in %s", value_names[k], value_units[k]);
             r->stype_index[k] = (int)i;
         }
     }
@@ -647,16 +682,19 @@ static int decode_label(struct reader *r, struct view v, struct rsample *s)
     if (check_string(r, key, "label.key") || check_string(r, str, "label.str") ||
         check_string(r, unit, "label.num_unit"))
         return -EINVAL;
-    uint64_t *dst[5] = {&s->live_samples, &s->alloc_samples, &s->space_sd, &s->objects_sd, NULL};
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k <= NLABELS; k++) {
         if (key != r->label_keys[k])
             continue;
         if (num > INT64_MAX)
             return fail(r, "negative value of a sample's memprof label");
-        if (dst[k])
-            *dst[k] = num;
-        else
-            s->truncated = num != 0;
+        if (k < NLABELS) {
+            s->label[k] = num;
+        } else { /* lifetimes: bucket * 2^32 + count */
+            if ((num >> 32) >= MEMPROF_LIFETIME_BUCKETS)
+                return fail(r, "lifetime bucket %llu out of range",
+                            (unsigned long long)(num >> 32));
+            s->lifetimes[num >> 32] = (uint32_t)num;
+        }
     }
     return 0;
 }
@@ -738,7 +776,7 @@ static int decode_sample(struct reader *r, size_t i, size_t *nrefs, size_t *nfra
         return 0;
     if (nvalues != r->nstypes)
         return fail(r, "sample has %zu values for %zu sample types", nvalues, r->nstypes);
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < NVALUES; k++) {
         if (r->stype_index[k] < 0)
             continue;
         uint64_t v = values[r->stype_index[k]];
@@ -750,7 +788,7 @@ static int decode_sample(struct reader *r, size_t i, size_t *nrefs, size_t *nfra
         return fail(r, "more than %zu frames in all stacks", MAX_TOTAL_STACK_FRAMES);
     *nframes += s->nframes;
     *nrefs += s->nrefs;
-    if (s->truncated && s->nrefs)
+    if (s->label[L_TRUNCATED] && s->nrefs)
         r->ntruncated++;
     return 0;
 }
@@ -886,6 +924,73 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
 }
 
 /* Marks a string the model needs (build() then copies it into the arena). */
+static double sq(uint64_t sd)
+{
+    return (double)sd * (double)sd;
+}
+
+/* The extension message (pprof.h): times of the run and the heap over time. Absent in files
+ * of older versions and in files pprof re-encoded; then the model has no series. */
+static int decode_extension(struct reader *r, struct memprof_profile *p)
+{
+    struct memprof_pb_reader pr = {r->extension.p, r->extension.p + r->extension.n};
+    struct memprof_pb_field f, col[3];
+    const char *why = NULL;
+    size_t ncol[3] = {0, 0, 0};
+    bool have[3] = {false, false, false};
+    int more;
+    if (!r->extension.n)
+        return 0;
+    while ((more = memprof__pb_next(&pr, &f, &why)) == 1) {
+        int rc = 0;
+        switch (f.number) {
+        case MEMPROF_PPROF_EXT_PEAK_TIME_NS:
+            rc = varint_field(r, &f, &p->peak_time_ns, "extension.peak_time_ns");
+            break;
+        case MEMPROF_PPROF_EXT_DURATION_NS:
+            rc = varint_field(r, &f, &p->duration_ns, "extension.duration_ns");
+            break;
+        case MEMPROF_PPROF_EXT_TEMP_THRESHOLD_NS:
+            rc = varint_field(r, &f, &p->temp_threshold_ns, "extension.temp_threshold_ns");
+            break;
+        case MEMPROF_PPROF_EXT_SERIES_T_NS:
+        case MEMPROF_PPROF_EXT_SERIES_LIVE:
+        case MEMPROF_PPROF_EXT_SERIES_ALLOC: {
+            unsigned c = (unsigned)(f.number - MEMPROF_PPROF_EXT_SERIES_T_NS);
+            if (have[c] || memprof__pb_count_varints(&f, &ncol[c]) != 0)
+                return fail(r, "malformed heap-over-time series");
+            col[c] = f;
+            have[c] = true;
+            break;
+        }
+        default:
+            break;
+        }
+        if (rc)
+            return rc;
+    }
+    if (more < 0)
+        return fail(r, "malformed memprof extension (%s)", why);
+    if (!have[0])
+        return 0;
+    if (!have[1] || !have[2] || ncol[1] != ncol[0] || ncol[2] != ncol[0] ||
+        ncol[0] > MEMPROF_PPROF_MAX_SERIES)
+        return fail(r, "heap-over-time series with columns of different lengths or too long");
+    uint64_t *tmp = alloc_array(ncol[0] * 3, sizeof *tmp);
+    p->series = alloc_array(ncol[0], sizeof *p->series);
+    if (!tmp || !p->series) {
+        free(tmp);
+        return -ENOMEM;
+    }
+    for (unsigned c = 0; c < 3; c++)
+        memprof__pb_get_varints(&col[c], tmp + c * ncol[0]);
+    for (size_t i = 0; i < ncol[0]; i++)
+        p->series[i] = (struct memprof_ppoint){tmp[i], tmp[ncol[0] + i], tmp[2 * ncol[0] + i]};
+    p->nseries = ncol[0];
+    free(tmp);
+    return 0;
+}
+
 static const char *const MARK = "";
 
 static int build(struct reader *r, size_t total_frames, struct memprof_profile **out)
@@ -981,7 +1086,7 @@ static int build(struct reader *r, size_t total_frames, struct memprof_profile *
                 *next++ = l->first_frame + k;
         }
         st->nframes = (uint32_t)(next - st->frames);
-        if (s->truncated && st->nframes) {
+        if (s->label[L_TRUNCATED] && st->nframes) {
             /* The model flags the last frame of a cut stack; that frame is a copy. */
             struct rloc *l = &r->locs[r->refs[s->first_ref + s->nrefs - 1]];
             if (!l->truncated_frame) {
@@ -995,10 +1100,26 @@ static int build(struct reader *r, size_t total_frames, struct memprof_profile *
         st->alloc_space = s->value[1];
         st->inuse_objects = s->value[2];
         st->inuse_space = s->value[3];
-        st->inuse_space_var = (double)s->space_sd * (double)s->space_sd;
-        st->inuse_objects_var = (double)s->objects_sd * (double)s->objects_sd;
-        st->live_samples = s->live_samples;
-        st->alloc_samples = s->alloc_samples;
+        st->inuse_space_var = sq(s->label[L_INUSE_SPACE_SD]);
+        st->inuse_objects_var = sq(s->label[L_INUSE_OBJECTS_SD]);
+        st->live_samples = s->label[L_LIVE_SAMPLES];
+        st->alloc_samples = s->label[L_ALLOC_SAMPLES];
+        st->peak_objects = s->value[4];
+        st->peak_space = s->value[5];
+        st->temp_objects = s->value[6];
+        st->temp_space = s->value[7];
+        st->peak_samples = s->label[L_PEAK_SAMPLES];
+        st->peak_space_var = sq(s->label[L_PEAK_SPACE_SD]);
+        st->temp_samples = s->label[L_TEMP_SAMPLES];
+        st->leak_space = s->label[L_LEAK_SPACE];
+        st->leak_samples = s->label[L_LEAK_SAMPLES];
+        st->leak_rate = (double)s->label[L_LEAK_RATE];
+        st->leak_suspect = s->label[L_LEAK_SUSPECT] != 0;
+        memcpy(st->lifetimes, s->lifetimes, sizeof st->lifetimes);
+        p->peak_space = sat_add(p->peak_space, st->peak_space);
+        p->peak_objects = sat_add(p->peak_objects, st->peak_objects);
+        p->peak_samples = sat_add(p->peak_samples, st->peak_samples);
+        p->peak_space_var += st->peak_space_var;
         /* Whole heap, used unless the comments carry it. */
         p->inuse_space = sat_add(p->inuse_space, st->inuse_space);
         p->inuse_objects = sat_add(p->inuse_objects, st->inuse_objects);
@@ -1027,6 +1148,8 @@ static int build(struct reader *r, size_t total_frames, struct memprof_profile *
     p->total_addresses = r->health[4];
     p->sampling_rate = r->period;
     p->time_unix_ns = r->time_nanos;
+    if ((rc = decode_extension(r, p)) != 0)
+        goto done;
     *out = p;
     p = NULL;
     rc = 0;
@@ -1103,12 +1226,10 @@ static int read_profile(struct reader *r, const uint8_t *data, size_t len,
         r->time_nanos = 0; /* before 1970: informational only */
 
     /* Label keys we read; strings are unique in memprof files, the first match wins. */
-    static const char *const keys[5] = {"live_samples", "alloc_samples", "inuse_space_sd",
-                                        "inuse_objects_sd", "truncated"};
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k <= NLABELS; k++) {
         r->label_keys[k] = UINT64_MAX;
         for (size_t i = 1; i < r->nstrs && r->label_keys[k] == UINT64_MAX; i++)
-            if (str_is(r, i, keys[k]))
+            if (str_is(r, i, label_names[k]))
                 r->label_keys[k] = i;
     }
 

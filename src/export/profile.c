@@ -16,6 +16,9 @@
 #include "resolve/stacks.h"
 #include "resolve/symbols.h"
 
+_Static_assert(MEMPROF_LIFETIME_BUCKETS == MEMPROF_HIST_LIFETIME_BUCKETS,
+               "the model's lifetime buckets are the engine's");
+
 /* Frames are equal when every field is: strings are interned by the resolver, so comparing
  * their pointers is enough. */
 static uint64_t frame_hash(const struct memprof_rframe *f)
@@ -99,14 +102,43 @@ int memprof__profile_from_snapshot(const struct memprof_snapshot *s, struct memp
         st->inuse_objects_var = site->live.count_var;
         st->live_samples = site->live.samples;
         st->alloc_samples = site->alloc_samples;
+        st->peak_objects = memprof__est_round(site->peak.count);
+        st->peak_space = memprof__est_round(site->peak.bytes);
+        st->peak_samples = site->peak.samples;
+        st->peak_space_var = site->peak.bytes_var;
+        st->temp_objects = site->temp_est_count;
+        st->temp_space = site->temp_est_bytes;
+        st->temp_samples = site->temp_samples;
+        memcpy(st->lifetimes, site->lifetimes, sizeof st->lifetimes);
+        st->leak_space = memprof__est_round(site->leak.bytes);
+        st->leak_samples = site->leak.samples;
+        st->leak_rate = site->leak.rate;
+        st->leak_suspect = site->leak.suspect;
     }
     free(table);
     free(rs);
+    rs = NULL;
     p->inuse_space = memprof__est_round(s->total.bytes);
     p->inuse_objects = memprof__est_round(s->total.count);
     p->inuse_space_var = s->total.bytes_var;
     p->inuse_objects_var = s->total.count_var;
     p->live_samples = s->total.samples;
+    p->peak_space = memprof__est_round(s->peak.bytes);
+    p->peak_objects = memprof__est_round(s->peak.count);
+    p->peak_samples = s->peak.samples;
+    p->peak_space_var = s->peak.bytes_var;
+    p->peak_time_ns = s->peak_t_ns;
+    p->duration_ns = s->duration_ns;
+    p->temp_threshold_ns = s->temp_threshold_ns;
+    if (s->nseries) {
+        p->series = malloc(s->nseries * sizeof *p->series);
+        if (!p->series)
+            goto oom;
+        for (size_t i = 0; i < s->nseries; i++)
+            p->series[i] =
+                (struct memprof_ppoint){s->series[i].t_ns, s->series[i].live, s->series[i].alloc};
+        p->nseries = s->nseries;
+    }
     p->truncated_stacks = s->truncated_stacks;
     p->dropped_samples = s->heap_map_full_drops;
     p->stack_overflows = s->stack_table_overflows;

@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "memprof/memprof.h"
+
 struct memprof_snapshot;
 
 struct memprof_pframe {
@@ -40,9 +42,6 @@ struct memprof_pframe {
  * 1 .. MEMPROF_LIFETIME_BUCKETS - 2 those in [4^(b-1), 4^b) us, the last one the rest
  * (4^14 us, about 4.5 minutes, or more). */
 #define MEMPROF_LIFETIME_BUCKETS 16
-
-/* The default threshold under which a freed allocation counts as temporary. */
-#define MEMPROF_DEFAULT_TEMP_THRESHOLD_NS 1000000u /* 1 ms */
 
 struct memprof_pstack {
     const uint32_t *frames; /* indexes into memprof_profile.frames, leaf first */
@@ -81,14 +80,7 @@ struct memprof_pthread {
     const char *name; /* NULL when not known */
 };
 
-/* The views a writer can show (memprof__pstack_view()). */
-enum memprof_view {
-    MEMPROF_VIEW_LIVE = 0,      /* live at the snapshot (inuse_*) */
-    MEMPROF_VIEW_ALLOC = 1,     /* allocated since sampling began (alloc_*) */
-    MEMPROF_VIEW_PEAK = 2,      /* live at the recorded peak (peak_*) */
-    MEMPROF_VIEW_TEMPORARY = 3, /* freed within the threshold (temp_*) */
-    MEMPROF_VIEW_LEAKS = 4,     /* survivors of leak suspects (leak_*) */
-};
+/* The views a writer can show (memprof__pstack_view()): memprof.h's enum memprof_view. */
 #define MEMPROF_VIEW_COUNT 5
 
 /* One view's numbers for a stack. var is the variance of bytes where the model has it

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The public view accessors of a snapshot (memprof.h, MEMPROF_1.2): the peak, the heap over
+ * time, each view's ranking of sites, and the temporary threshold.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "core/snapshot.h"
+#include "memprof/memprof.h"
+
+#define FIELD_END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+
+int memprof_snapshot_peak(const memprof_snapshot *snapshot, memprof_peak_info *out)
+{
+    if (!snapshot || !out || out->size < FIELD_END(memprof_peak_info, bytes))
+        return -EINVAL;
+    const struct memprof_est *pk = &snapshot->peak;
+    memprof_peak_info info = {
+        .size = out->size,
+        .bytes = memprof__est_round(pk->bytes),
+        .count = memprof__est_round(pk->count),
+        .samples = pk->samples,
+        .time_ns = snapshot->peak_t_ns,
+        .duration_ns = snapshot->duration_ns,
+        .allocated_bytes = snapshot->nseries ? snapshot->series[snapshot->nseries - 1].alloc : 0,
+        .temporary_threshold_ns = snapshot->temp_threshold_ns,
+    };
+    memprof__est_interval(pk->bytes, pk->bytes_var, &info.bytes_low, &info.bytes_high);
+    memcpy(out, &info, out->size < sizeof info ? out->size : sizeof info);
+    return 0;
+}
+
+size_t memprof_snapshot_series(const memprof_snapshot *snapshot, memprof_heap_point *out,
+                               size_t max)
+{
+    if (!snapshot)
+        return 0;
+    for (size_t i = 0; out && i < max && i < snapshot->nseries; i++)
+        out[i] = (memprof_heap_point){snapshot->series[i].t_ns, snapshot->series[i].live,
+                                      snapshot->series[i].alloc};
+    return snapshot->nseries;
+}
+
+size_t memprof_snapshot_view_site_count(const memprof_snapshot *snapshot, memprof_view view)
+{
+    if (!snapshot || (unsigned)view >= 5)
+        return 0;
+    return snapshot->view_nsites[view];
+}
+
+/* The q-quantile of a site's freed-sample lifetimes: its bucket's upper edge. */
+static uint64_t lifetime_quantile(const struct memprof_snap_site *site, double q)
+{
+    uint64_t total = 0, seen = 0;
+    for (unsigned b = 0; b < MEMPROF_HIST_LIFETIME_BUCKETS; b++)
+        total += site->lifetimes[b];
+    for (unsigned b = 0; b < MEMPROF_HIST_LIFETIME_BUCKETS && total; b++) {
+        seen += site->lifetimes[b];
+        if ((double)seen >= q * (double)total && site->lifetimes[b])
+            return memprof__hist_lifetime_bucket_end(b);
+    }
+    return 0;
+}
+
+int memprof_snapshot_view_site(const memprof_snapshot *snapshot, memprof_view view, size_t index,
+                               memprof_view_site *out)
+{
+    if (!snapshot || !out || (unsigned)view >= 5 || index >= snapshot->view_nsites[view] ||
+        out->size < FIELD_END(memprof_view_site, bytes))
+        return -EINVAL;
+    const struct memprof_snap_site *site = &snapshot->sites[snapshot->view_order[view][index]];
+    struct memprof_est buf;
+    const struct memprof_est *e = memprof__snapshot_view_est(site, view, &buf);
+    memprof_view_site info = {
+        .size = out->size,
+        .stack_id = site->stack_id,
+        .flags = site->leak.suspect ? MEMPROF_SITE_LEAK_SUSPECT : 0,
+        .bytes = memprof__est_round(e->bytes),
+        .count = memprof__est_round(e->count),
+        .samples = e->samples,
+        .lifetime_p50_ns = lifetime_quantile(site, 0.5),
+        .lifetime_p90_ns = lifetime_quantile(site, 0.9),
+        .leak_rate = view == MEMPROF_VIEW_LEAKS ? site->leak.rate : 0,
+    };
+    /* Views without a variance: each sample taken to weigh the site's mean. */
+    double var = view == MEMPROF_VIEW_LIVE || view == MEMPROF_VIEW_PEAK
+                     ? e->bytes_var
+                     : e->bytes * e->bytes / (double)(e->samples ? e->samples : 1);
+    memprof__est_interval(e->bytes, var, &info.bytes_low, &info.bytes_high);
+    if (e->samples < 10 && var > 0)
+        info.flags |= MEMPROF_SITE_LOW_INFORMATION;
+    memcpy(out, &info, out->size < sizeof info ? out->size : sizeof info);
+    return 0;
+}
+
+int memprof_set_temporary_threshold(uint64_t ns)
+{
+    memprof__engine_set_temp_threshold(ns);
+    return 0;
+}
