@@ -3,6 +3,14 @@
  * Linux implementation of the core's platform primitives (platform.h): mmap-backed memory,
  * the monotonic clock, getrandom(), gettid() and the mapping that holds an address (stack
  * bounds).
+ *
+ * The functions the allocator hooks reach (the random seed of a new thread, the stack's
+ * mapping, the mappings an intercepted mlockall() locks) make their system calls through
+ * syscall(), never through glibc's wrappers: getrandom(), open(), read() and close() are
+ * cancellation points, and a thread with a pending pthread_cancel() must come out of malloc
+ * (which is not one) alive. Cancelled there, it would die inside the allocator with the
+ * program's locks held (tests/stress/programs/cancel.c). syscall() is not a cancellation
+ * point.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -81,8 +89,9 @@ uint64_t memprof__pf_random(void)
 {
     uint64_t v = 0;
 #if HAVE_GETRANDOM
-    /* GRND_NONBLOCK: early in boot the pool may not be ready; never block a malloc. */
-    if (getrandom(&v, sizeof v, GRND_NONBLOCK) == (ssize_t)sizeof v)
+    /* GRND_NONBLOCK: early in boot the pool may not be ready; never block a malloc. Through
+     * syscall(): glibc's getrandom() is a cancellation point (above). */
+    if (syscall(SYS_getrandom, &v, sizeof v, GRND_NONBLOCK) == (long)sizeof v)
         return v;
 #endif
     int local;
@@ -121,11 +130,12 @@ static bool parse_range(const char *line, const char *end, uintptr_t *lo, uintpt
 
 /* Calls fn for each mapping of /proc/self/maps, in address order, until it returns true;
  * nothing if the file cannot be read. Plain system calls into a stack buffer: no
- * allocation, no lock. Only a line's head is needed; one longer than the buffer (a long
- * path) is judged by its head and the rest skipped. */
+ * allocation, no lock, and no cancellation point (syscall(), not open() and read()). Only
+ * a line's head is needed; one longer than the buffer (a long path) is judged by its head
+ * and the rest skipped. */
 static void for_each_mapping(bool (*fn)(void *ctx, uintptr_t lo, uintptr_t hi), void *ctx)
 {
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return;
     char buf[1024];
@@ -133,7 +143,7 @@ static void for_each_mapping(bool (*fn)(void *ctx, uintptr_t lo, uintptr_t hi), 
     bool done = false, skipping = false;
     uintptr_t lo, hi;
     while (!done) {
-        ssize_t n = read(fd, buf + have, sizeof buf - have);
+        ssize_t n = (ssize_t)syscall(SYS_read, fd, buf + have, sizeof buf - have);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -153,7 +163,7 @@ static void for_each_mapping(bool (*fn)(void *ctx, uintptr_t lo, uintptr_t hi), 
         have = (size_t)(end - line);
         memmove(buf, line, have);
     }
-    close(fd);
+    syscall(SYS_close, fd);
 }
 
 struct find_ctx {

@@ -88,10 +88,17 @@ static void dump(const char *why)
 
 static void dump_at_exit(void)
 {
+    /* exit() is not a cancellation point, but writing the profile makes calls that are
+     * (open, write, close): a thread with a pending pthread_cancel() that calls exit() would
+     * be cancelled in here, holding dump_lock, and the process would not end. The state is
+     * restored for whatever exit() runs next. */
+    int cancel_state;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
     pthread_mutex_lock(&dump_lock);
     exiting = 1;
     dump("exit-time");
     pthread_mutex_unlock(&dump_lock);
+    pthread_setcancelstate(cancel_state, NULL);
 }
 
 static void on_signal(int signo)
@@ -106,6 +113,9 @@ static void *dump_thread(void *arg)
 {
     (void)arg;
     memprof__guard_enter(); /* this thread's allocations are the profiler's own */
+    /* The program has no reason to cancel this thread, and must not leave dump_lock held
+     * by trying. */
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
     for (;;) {
         int rc;
         if (cfg.interval_s) {
