@@ -139,6 +139,36 @@ static void pin_structs(void)
     OFF(memprof_frame_source, resolve, 24);
     OFF(memprof_frame_source, is_eval_frame, 32);
     OFF(memprof_frame_source, ctx, 40);
+
+    SIZE(memprof_peak_info, 80);
+    OFF(memprof_peak_info, size, 0);
+    OFF(memprof_peak_info, bytes, 8);
+    OFF(memprof_peak_info, bytes_low, 16);
+    OFF(memprof_peak_info, bytes_high, 24);
+    OFF(memprof_peak_info, count, 32);
+    OFF(memprof_peak_info, samples, 40);
+    OFF(memprof_peak_info, time_ns, 48);
+    OFF(memprof_peak_info, duration_ns, 56);
+    OFF(memprof_peak_info, allocated_bytes, 64);
+    OFF(memprof_peak_info, temporary_threshold_ns, 72);
+
+    SIZE(memprof_heap_point, 24);
+    OFF(memprof_heap_point, time_ns, 0);
+    OFF(memprof_heap_point, live_bytes, 8);
+    OFF(memprof_heap_point, allocated_bytes, 16);
+
+    SIZE(memprof_view_site, 80);
+    OFF(memprof_view_site, size, 0);
+    OFF(memprof_view_site, stack_id, 8);
+    OFF(memprof_view_site, flags, 12);
+    OFF(memprof_view_site, bytes, 16);
+    OFF(memprof_view_site, bytes_low, 24);
+    OFF(memprof_view_site, bytes_high, 32);
+    OFF(memprof_view_site, count, 40);
+    OFF(memprof_view_site, samples, 48);
+    OFF(memprof_view_site, lifetime_p50_ns, 56);
+    OFF(memprof_view_site, lifetime_p90_ns, 64);
+    OFF(memprof_view_site, leak_rate, 72);
 }
 
 static void pin_constants(void)
@@ -148,6 +178,7 @@ static void pin_constants(void)
     SIZE(memprof_log_level, sizeof(int));
     SIZE(memprof_unwinder, sizeof(int));
     SIZE(memprof_state, sizeof(int));
+    SIZE(memprof_view, sizeof(int));
 
     VALUE(MEMPROF_LOG_ERROR, 0);
     VALUE(MEMPROF_LOG_WARN, 1);
@@ -164,6 +195,14 @@ static void pin_constants(void)
     VALUE(MEMPROF_FORMAT_COLLAPSED, 3);
     VALUE(MEMPROF_FORMAT_TEXT, 4);
     VALUE(MEMPROF_FORMAT_HTML, 5);
+
+    VALUE(MEMPROF_VIEW_LIVE, 0);
+    VALUE(MEMPROF_VIEW_ALLOC, 1);
+    VALUE(MEMPROF_VIEW_PEAK, 2);
+    VALUE(MEMPROF_VIEW_TEMPORARY, 3);
+    VALUE(MEMPROF_VIEW_LEAKS, 4);
+    VALUE(MEMPROF_SITE_LOW_INFORMATION, 0x1);
+    VALUE(MEMPROF_SITE_LEAK_SUSPECT, 0x2);
 
     VALUE(MEMPROF_STATE_UNINITIALIZED, 0);
     VALUE(MEMPROF_STATE_INITIALIZED, 1);
