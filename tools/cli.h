@@ -72,9 +72,12 @@ const char *memprof_cli_format_name(memprof_format f);
 const char *memprof_cli_format_extension(memprof_format f);  /* ".pb.gz", ... */
 memprof_format memprof_cli_format_by_path(const char *path); /* AUTO if not recognised */
 
-/* Collapsed-stack value names (inuse_space, alloc_space, inuse_objects, alloc_objects);
- * returns -1 if unknown. */
-int memprof_cli_value_by_name(const char *name);
+/* `--value` names: the units "bytes" and "objects", or pprof's sample types inuse_space,
+ * alloc_space, inuse_objects and alloc_objects, which name a view too. Returns 0 with
+ * *objects set and *view the view named (-1: none), or -1 if the name is unknown. */
+int memprof_cli_parse_value(const char *name, int *view, bool *objects);
+/* `--view` names (live, alloc, peak, temporary, leaks): the view, or -1 if unknown. */
+int memprof_cli_view_by_name(const char *name);
 
 /* ---- files ---------------------------------------------------------------------------------- */
 
@@ -93,9 +96,11 @@ int memprof_cli_check_writable(const char *path, char *dir, size_t dirsize);
  * `fill` returns 0 or a negative errno. */
 int memprof_cli_write_atomic(const char *path, int (*fill)(FILE *out, void *ctx), void *ctx);
 
-/* Writes profile `p` in format `f` (never AUTO) to `out`; `top` limits the text format's
- * sites, `value` chooses the collapsed format's value. Returns 0 or a negative errno. */
+/* Writes profile `p` in format `f` (never AUTO) to `out`: `view` is the view the text and
+ * collapsed formats show and speedscope and HTML open on (pprof carries all of them), `top`
+ * limits the text format's sites, `objects` makes the collapsed format count objects instead
+ * of bytes. Returns 0 or a negative errno. */
 int memprof_cli_export(const struct memprof_profile *p, memprof_format f, FILE *out, unsigned top,
-                       enum memprof_value value);
+                       enum memprof_view view, bool objects);
 
 #endif

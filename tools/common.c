@@ -166,18 +166,33 @@ memprof_format memprof_cli_format_by_path(const char *path)
     return MEMPROF_FORMAT_AUTO;
 }
 
-int memprof_cli_value_by_name(const char *name)
+int memprof_cli_parse_value(const char *name, int *view, bool *objects)
 {
-    static const char *const names[] = {"inuse_space", "alloc_space", "inuse_objects",
-                                        "alloc_objects"};
-    /* Keep in step with enum memprof_value (export.h). */
-    static const enum memprof_value values[] = {
-        MEMPROF_VALUE_INUSE_SPACE, MEMPROF_VALUE_ALLOC_SPACE, MEMPROF_VALUE_INUSE_OBJECTS,
-        MEMPROF_VALUE_ALLOC_OBJECTS};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-        if (!strcmp(name, names[i]))
-            return (int)values[i];
+    /* pprof's sample-type names, which also name a view, then the bare units. */
+    static const struct {
+        const char *name;
+        int view;
+        bool objects;
+    } values[] = {
+        {"inuse_space", MEMPROF_VIEW_LIVE, false},
+        {"alloc_space", MEMPROF_VIEW_ALLOC, false},
+        {"inuse_objects", MEMPROF_VIEW_LIVE, true},
+        {"alloc_objects", MEMPROF_VIEW_ALLOC, true},
+        {"bytes", -1, false},
+        {"objects", -1, true},
+    };
+    for (size_t i = 0; i < sizeof values / sizeof *values; i++)
+        if (!strcmp(name, values[i].name)) {
+            *view = values[i].view;
+            *objects = values[i].objects;
+            return 0;
+        }
     return -1;
+}
+
+int memprof_cli_view_by_name(const char *name)
+{
+    return memprof__view_by_name(name);
 }
 
 /* ---- reading a profile ---------------------------------------------------------------------- */
@@ -364,20 +379,20 @@ int memprof_cli_write_atomic(const char *path, int (*fill)(FILE *out, void *ctx)
 }
 
 int memprof_cli_export(const struct memprof_profile *p, memprof_format f, FILE *out, unsigned top,
-                       enum memprof_value value)
+                       enum memprof_view view, bool objects)
 {
     switch (f) {
     case MEMPROF_FORMAT_PPROF:
-        return memprof__export_pprof(p, out);
+        return memprof__export_pprof(p, out); /* every view, as sample types */
     case MEMPROF_FORMAT_SPEEDSCOPE:
-        return memprof__export_speedscope(p, out);
+        return memprof__export_speedscope(p, out, view);
     case MEMPROF_FORMAT_COLLAPSED:
-        return memprof__export_collapsed(p, out, value);
+        return memprof__export_collapsed(p, out, view, objects);
     case MEMPROF_FORMAT_HTML:
-        return memprof__export_html(p, out);
+        return memprof__export_html(p, out, view);
     case MEMPROF_FORMAT_TEXT:
     case MEMPROF_FORMAT_AUTO:
     default:
-        return memprof__export_text(p, out, top);
+        return memprof__export_text(p, out, view, top);
     }
 }

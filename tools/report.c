@@ -6,6 +6,11 @@
  * and a live snapshot print identically. Output goes to standard output or, with -o, to a
  * file written atomically (temporary file in the same directory, mode 0600, then rename), so
  * a reader of the file never sees half of it.
+ *
+ * --view chooses what the human-facing formats show (live, alloc, peak, temporary, leaks;
+ * doc/guide.md, "Views"); --value chooses bytes or objects for the collapsed format and, in
+ * its older pprof-style names (inuse_space, alloc_objects, ...), a view as well. pprof takes
+ * neither: it carries every view as a sample type of its own.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,25 +27,61 @@ struct report_job {
     const struct memprof_profile *p;
     memprof_format format;
     unsigned top;
-    enum memprof_value value;
+    enum memprof_view view;
+    bool objects;
 };
 
 static int fill(FILE *out, void *ctx)
 {
     const struct report_job *j = ctx;
-    return memprof_cli_export(j->p, j->format, out, j->top, j->value);
+    return memprof_cli_export(j->p, j->format, out, j->top, j->view, j->objects);
+}
+
+/* Checks --view and --value against each other and the format; fills the job's view and
+ * unit. `view` and `value_view` are -1 when not given (value_view also when --value names a
+ * unit only). Returns CLI_EXIT_OK or prints one line and returns CLI_EXIT_USAGE. */
+static int settle_view(struct report_job *job, const char *view_s, int view, const char *value_s,
+                       int value_view)
+{
+    if (job->format == MEMPROF_FORMAT_PPROF && (view_s || value_s))
+        return memprof_cli_usage_error("report",
+                                       "%s applies to text, collapsed, speedscope and html; pprof "
+                                       "carries every view as a sample type of its own",
+                                       view_s ? "--view" : "--value");
+    if (view >= 0 && value_view >= 0 && view != value_view)
+        return memprof_cli_usage_error("report",
+                                       "--value %s names the %s view, but --view is %s; use "
+                                       "--value bytes or objects with --view",
+                                       value_s, memprof__view_name(value_view),
+                                       memprof__view_name(view));
+    job->view = view >= 0         ? (enum memprof_view)view
+                : value_view >= 0 ? (enum memprof_view)value_view
+                                  : MEMPROF_VIEW_LIVE;
+    if (job->objects && job->format != MEMPROF_FORMAT_COLLAPSED)
+        return memprof_cli_usage_error("report",
+                                       "--value %s: only the collapsed format counts objects; "
+                                       "text, speedscope and html show both or bytes",
+                                       value_s);
+    if (job->objects && job->view == MEMPROF_VIEW_LEAKS)
+        return memprof_cli_usage_error("report", "--value %s: the leaks view counts bytes only",
+                                       value_s);
+    return CLI_EXIT_OK;
 }
 
 int memprof_cli_report(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"format", required_argument, NULL, 'f'}, {"output", required_argument, NULL, 'o'},
-        {"top", required_argument, NULL, 't'},    {"value", required_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+        {"format", required_argument, NULL, 'f'},
+        {"output", required_argument, NULL, 'o'},
+        {"top", required_argument, NULL, 't'},
+        {"value", required_argument, NULL, 'v'},
+        {"view", required_argument, NULL, 'w'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
-    const char *format_s = NULL, *output = NULL;
-    struct report_job job = {.top = DEFAULT_TOP, .value = MEMPROF_VALUE_INUSE_SPACE};
-    int c;
+    const char *format_s = NULL, *output = NULL, *view_s = NULL, *value_s = NULL;
+    struct report_job job = {.top = DEFAULT_TOP, .view = MEMPROF_VIEW_LIVE};
+    int c, view = -1, value_view = -1;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, ":f:o:n:t:v:h", longopts, NULL)) != -1) {
@@ -62,16 +103,23 @@ int memprof_cli_report(int argc, char **argv)
             job.top = n ? (unsigned)n : UINT32_MAX;
             break;
         }
-        case 'v': {
-            int v = memprof_cli_value_by_name(optarg);
-            if (v < 0)
+        case 'v':
+            if (memprof_cli_parse_value(optarg, &value_view, &job.objects) < 0)
                 return memprof_cli_usage_error("report",
-                                               "--value '%s': expected inuse_space, alloc_space, "
-                                               "inuse_objects or alloc_objects",
+                                               "--value '%s': expected bytes, objects, "
+                                               "inuse_space, alloc_space, inuse_objects or "
+                                               "alloc_objects",
                                                optarg);
-            job.value = (enum memprof_value)v;
+            value_s = optarg;
             break;
-        }
+        case 'w':
+            if ((view = memprof_cli_view_by_name(optarg)) < 0)
+                return memprof_cli_usage_error("report",
+                                               "--view '%s': expected live, alloc, peak, "
+                                               "temporary or leaks",
+                                               optarg);
+            view_s = optarg;
+            break;
         case 'h':
             memprof_cli_help("report", stdout);
             return CLI_EXIT_OK;
@@ -100,6 +148,9 @@ int memprof_cli_report(int argc, char **argv)
         if (job.format == MEMPROF_FORMAT_AUTO)
             job.format = MEMPROF_FORMAT_TEXT;
     }
+    int status = settle_view(&job, view_s, view, value_s, value_view);
+    if (status != CLI_EXIT_OK)
+        return status;
     if (job.format == MEMPROF_FORMAT_PPROF && !output && isatty(STDOUT_FILENO))
         return memprof_cli_usage_error("report", "will not write a compressed pprof profile to a "
                                                  "terminal; use -o FILE");
@@ -108,7 +159,6 @@ int memprof_cli_report(int argc, char **argv)
     if (!p)
         return CLI_EXIT_FAILURE;
     job.p = p;
-    int status = CLI_EXIT_OK;
     if (output) {
         if (memprof_cli_write_atomic(output, fill, &job) != 0)
             status = CLI_EXIT_FAILURE;

@@ -207,19 +207,19 @@ static int write_format(const memprof_snapshot *s, memprof_format format, FILE *
         return rc;
     switch (format) {
     case MEMPROF_FORMAT_TEXT:
-        rc = memprof__export_text(p, out, 20);
+        rc = memprof__export_text(p, out, MEMPROF_VIEW_LIVE, 20);
         break;
     case MEMPROF_FORMAT_COLLAPSED:
-        rc = memprof__export_collapsed(p, out, MEMPROF_VALUE_INUSE_SPACE);
+        rc = memprof__export_collapsed(p, out, MEMPROF_VIEW_LIVE, false);
         break;
     case MEMPROF_FORMAT_PPROF:
         rc = memprof__export_pprof(p, out);
         break;
     case MEMPROF_FORMAT_SPEEDSCOPE:
-        rc = memprof__export_speedscope(p, out);
+        rc = memprof__export_speedscope(p, out, MEMPROF_VIEW_LIVE);
         break;
     case MEMPROF_FORMAT_HTML:
-        rc = memprof__export_html(p, out);
+        rc = memprof__export_html(p, out, MEMPROF_VIEW_LIVE);
         break;
     default:
         rc = -EINVAL;

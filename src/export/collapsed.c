@@ -2,7 +2,9 @@
 /*
  * The collapsed-stacks writer ("root;caller;leaf value" per line), the input of
  * flamegraph.pl, inferno, speedscope and most flame-graph tools. Frame labels are bare
- * function names so tools merge equal frames; the value is the last space-separated field.
+ * function names so tools merge equal frames; the value is the last space-separated field:
+ * one view's estimated bytes or objects (profile.h, memprof__pstack_view()). Stacks whose
+ * value is zero are left out, so the lines of a view sum to that view's total.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -17,25 +19,23 @@ static void put_label(const char *label, FILE *out)
         fputc(*c == ';' || *c == '\n' || *c == '\r' ? '_' : *c, out);
 }
 
-static uint64_t value_of(const struct memprof_pstack *st, enum memprof_value v)
+enum memprof_view memprof__value_view(enum memprof_value v, bool *objects)
 {
-    switch (v) {
-    case MEMPROF_VALUE_ALLOC_SPACE:
-        return st->alloc_space;
-    case MEMPROF_VALUE_INUSE_OBJECTS:
-        return st->inuse_objects;
-    case MEMPROF_VALUE_ALLOC_OBJECTS:
-        return st->alloc_objects;
-    default:
-        return st->inuse_space;
-    }
+    *objects = v == MEMPROF_VALUE_INUSE_OBJECTS || v == MEMPROF_VALUE_ALLOC_OBJECTS;
+    return v == MEMPROF_VALUE_ALLOC_SPACE || v == MEMPROF_VALUE_ALLOC_OBJECTS ? MEMPROF_VIEW_ALLOC
+                                                                              : MEMPROF_VIEW_LIVE;
 }
 
-int memprof__export_collapsed(const struct memprof_profile *p, FILE *out, enum memprof_value v)
+int(memprof__export_collapsed)(const struct memprof_profile *p, FILE *out, enum memprof_view view,
+                               bool objects)
 {
+    if ((unsigned)view >= MEMPROF_VIEW_COUNT)
+        return -EINVAL;
     for (size_t i = 0; i < p->nstacks; i++) {
         const struct memprof_pstack *st = &p->stacks[i];
-        uint64_t value = value_of(st, v);
+        struct memprof_pvalue v;
+        memprof__pstack_view(st, view, &v);
+        uint64_t value = objects ? v.objects : v.bytes;
         if (value == 0)
             continue;
         if (st->nframes == 0)

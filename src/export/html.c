@@ -3,9 +3,13 @@
  * The HTML writer: one self-contained page a person can open from disk or attach to a bug
  * report. It loads nothing from the network (inline CSS and plain JavaScript, system fonts),
  * so it works offline and leaks nothing when opened. The page shows the whole-heap estimate
- * with its interval and the profiler's health, an icicle flame graph (root at the top; click
- * to zoom, search with the matched share, tooltips with bytes, percent and file:line) for
- * live or allocated bytes, and a sortable table of sites by allocating function or by stack.
+ * with its interval, the peak and the profiler's health; the heap over time (an SVG chart of
+ * live and allocated bytes with the peak marked); a view switcher (live, peak, allocated,
+ * temporary, leaks; doc/guide.md, "Views") that re-renders, from data embedded for every
+ * view, an icicle flame graph (root at the top; click to zoom, search with the matched share,
+ * tooltips with bytes, percent and file:line) and a sortable table of sites by allocating
+ * function, by stack or by thread, with intervals, a mark on estimates from few samples
+ * (memprof__export_interval(), as in the text report), lifetimes and threads.
  *
  * The data sits in a <script type="application/json"> element, compact enough for 10,000
  * stacks: strings once in a table, frames as indexes into it, and the stacks as one call
@@ -44,8 +48,8 @@ static const char *const page_head[] = {
     "  --warn: #8a4b00; --accent: #1a73e8; --match: #d633ff; }\n",
     "* { box-sizing: border-box; }\n",
     "body { margin: 0; padding: 16px 20px 40px;\n",
-    "  font: 14px/1.45 system-ui, -apple-system, \"Segoe UI\", Roboto, \"Helvetica Neue\", Arial,\n",
-    "  sans-serif; color: var(--fg); background: var(--bg); }\n",
+    "  font: 14px/1.45 system-ui, -apple-system, \"Segoe UI\", Roboto, \"Helvetica Neue\",\n",
+    "  Arial, sans-serif; color: var(--fg); background: var(--bg); }\n",
     "h1 { font-size: 20px; margin: 0 0 6px; }\n",
     "h2 { font-size: 16px; margin: 24px 0 8px; }\n",
     ".muted { color: var(--muted); }\n",
@@ -84,47 +88,102 @@ static const char *const page_head[] = {
     "td.fn, th.fn, td.loc, th.loc { text-align: left; }\n",
     "td.fn { white-space: normal; word-break: break-all; min-width: 16em; }\n",
     "td.loc { color: var(--muted); }\n",
+    "td.thr, th.thr { text-align: left; white-space: normal; min-width: 8em; }\n",
+    "td.thr { color: var(--muted); }\n",
     "tbody tr { cursor: pointer; }\n",
     "tbody tr:hover { background: #f1f8ff; }\n",
     ".path { color: var(--muted); font-size: 12px; }\n",
     "#table-box { overflow-x: auto; }\n",
     "footer { margin-top: 24px; font-size: 12px; }\n",
+    ".views { display: inline-flex; flex-wrap: wrap; gap: 0; border: 1px solid var(--line);\n",
+    "  border-radius: 6px; overflow: hidden; }\n",
+    ".views label { padding: 4px 12px; border-left: 1px solid var(--line);\n",
+    "  background: #f8f9fa; }\n",
+    ".views label:first-child { border-left: 0; }\n",
+    ".views label.on { background: var(--accent); color: #fff; }\n",
+    ".views label.none { color: var(--muted); }\n",
+    ".views label.on.none { color: #fff; }\n",
+    ".views input { position: absolute; opacity: 0; width: 1px; height: 1px; }\n",
+    ".views label:focus-within { outline: 2px solid var(--accent); outline-offset: -2px; }\n",
+    ".views .total { font-size: 12px; opacity: 0.8; }\n",
+    "#view-note { margin: 4px 0 0; }\n",
+    "#chart-box { position: relative; border: 1px solid var(--line); border-radius: 4px; }\n",
+    "#chart { display: block; width: 100%; height: 240px; font-size: 11px; }\n",
+    "#chart .axis { stroke: #9aa0a6; stroke-width: 1; }\n",
+    "#chart .grid { stroke: #eceff1; stroke-width: 1; }\n",
+    "#chart .live { fill: none; stroke: var(--accent); stroke-width: 1.8; }\n",
+    "#chart .alloc { fill: none; stroke: #e8710a; stroke-width: 1.5; stroke-dasharray: 5 3; }\n",
+    "#chart .peak-line { stroke: #b3261e; stroke-width: 1; stroke-dasharray: 3 3; }\n",
+    "#chart .peak-dot { fill: #b3261e; }\n",
+    "#chart .peak-label { fill: #b3261e; font-weight: 600; font-size: 12px; }\n",
+    "#chart .cursor { stroke: #5f6368; stroke-width: 1; }\n",
+    "#chart text { fill: var(--muted); }\n",
+    "#chart-empty { padding: 24px; text-align: center; }\n",
+    ".legend { font-size: 12px; margin: 4px 0; display: flex; flex-wrap: wrap; gap: 4px 18px; }\n",
+    ".key { display: inline-block; width: 22px; height: 0; vertical-align: middle;\n",
+    "  border-top: 2px solid var(--accent); margin-right: 4px; }\n",
+    ".key.alloc { border-top: 2px dashed #e8710a; }\n",
+    ".key.peak { width: 8px; height: 8px; border: 0; border-radius: 50%; background: #b3261e; }\n",
+    "td.low, span.low { color: var(--warn); }\n",
+    "tr.low td.fn span.mono::after { content: \" (few samples)\"; color: var(--warn);\n",
+    "  font-family: system-ui, sans-serif; font-size: 11px; }\n",
     "</style>\n",
     "</head>\n",
     "<body>\n",
-    "<noscript><p class=\"warn\">This report draws its flame graph and table with JavaScript,\n",
-    "which is turned off. The profile data is embedded in this file as JSON.</p></noscript>\n",
+    "<noscript><p class=\"warn\">This report draws its charts, flame graph and table with\n",
+    "JavaScript, which is turned off. The profile data is embedded in this file as JSON.</p>\n",
+    "</noscript>\n",
     "<h1 id=\"title\">Heap profile</h1>\n",
     "<div id=\"summary\"></div>\n",
+    "<h2>Heap over time</h2>\n",
+    "<div id=\"chart-box\"><svg id=\"chart\" role=\"img\" aria-label=\"Heap over time\"></svg>\n",
+    "  <div id=\"chart-empty\" class=\"muted\" hidden>This profile has no heap-over-time\n",
+    "  series.</div>\n",
+    "</div>\n",
+    "<div class=\"legend\"><span><span class=\"key\"></span>live bytes (left axis)</span>\n",
+    "  <span><span class=\"key alloc\"></span>bytes allocated so far (right axis)</span>\n",
+    "  <span><span class=\"key peak\"></span>the recorded peak</span>\n",
+    "  <span id=\"chart-read\" class=\"muted\"></span></div>\n",
+    "<h2>View</h2>\n",
     "<div class=\"controls\">\n",
-    "  <span role=\"radiogroup\" aria-label=\"View\">\n",
-    "    <label><input type=\"radio\" name=\"view\" value=\"inuse\" checked> Live bytes</label>\n",
-    "    <label><input type=\"radio\" name=\"view\" value=\"alloc\"> Allocated bytes</label>\n",
+    "  <span class=\"views\" role=\"radiogroup\" aria-label=\"View\" id=\"views\">\n",
+    "    <label><input type=\"radio\" name=\"view\" value=\"live\"> Live</label>\n",
+    "    <label><input type=\"radio\" name=\"view\" value=\"peak\"> Peak</label>\n",
+    "    <label><input type=\"radio\" name=\"view\" value=\"alloc\"> Allocated</label>\n",
+    "    <label><input type=\"radio\" name=\"view\" value=\"temporary\"> Temporary</label>\n",
+    "    <label><input type=\"radio\" name=\"view\" value=\"leaks\"> Leaks</label>\n",
     "  </span>\n",
     "  <span><input type=\"search\" id=\"search\" placeholder=\"Search functions and files\"\n",
     "    aria-label=\"Search\"> <span id=\"matched\" class=\"muted\"></span></span>\n",
     "  <span><button id=\"zoom-out\" type=\"button\">Zoom out</button>\n",
     "    <button id=\"reset\" type=\"button\">Reset zoom</button></span>\n",
     "</div>\n",
+    "<p id=\"view-note\"></p>\n",
     "<div id=\"crumbs\" class=\"muted\"></div>\n",
     "<div id=\"flame-box\"><canvas id=\"flame\" aria-label=\"Flame graph\"></canvas>\n",
     "  <div id=\"flame-empty\" class=\"muted\" hidden>No samples in this view.</div></div>\n",
     "<div id=\"tip\"></div>\n",
-    "<p class=\"muted\" style=\"font-size:12px\">Callers above callees (root at the top); widths are\n",
-    "proportional to the estimated bytes. Click a frame to zoom into it, press Escape or\n",
-    "&ldquo;Reset zoom&rdquo; to zoom out.</p>\n",
+    "<p class=\"muted\" style=\"font-size:12px\">Callers above callees (root at the top);\n",
+    "widths are proportional to the view's estimated bytes. Click a frame to zoom into it,\n",
+    "press Escape or &ldquo;Reset zoom&rdquo; to zoom out.</p>\n",
     "<h2>Allocation sites</h2>\n",
     "<div class=\"controls\">\n",
     "  <label>Group by <select id=\"group\">\n",
     "    <option value=\"leaf\">allocating function</option>\n",
-    "    <option value=\"stack\">call stack</option></select></label>\n",
+    "    <option value=\"stack\">call stack</option>\n",
+    "    <option value=\"thread\">thread</option></select></label>\n",
     "  <span id=\"table-note\" class=\"muted\"></span>\n",
     "  <button id=\"show-all\" type=\"button\" hidden>Show all</button>\n",
     "</div>\n",
-    "<div id=\"table-box\"><table id=\"sites\"><thead><tr></tr></thead><tbody></tbody></table></div>\n",
-    "<footer class=\"muted\">Estimates are unbiased: each sampled allocation of s bytes stands for\n",
-    "s / (1 - exp(-s / rate)) bytes. Intervals are 95 % normal-approximation intervals; with\n",
-    "fewer than about 100 samples treat them as rough.</footer>\n",
+    "<div id=\"table-box\"><table id=\"sites\"><thead><tr></tr></thead><tbody></tbody></table>\n",
+    "</div>\n",
+    "<footer class=\"muted\">Estimates are unbiased: each sampled allocation of s bytes\n",
+    "stands for s / (1 - exp(-s / rate)) bytes. Intervals are 95 % intervals (live and\n",
+    "peak); an estimate marked &ldquo;~&rdquo; or &ldquo;few samples&rdquo; rests on little\n",
+    "information: treat it as rough. &ldquo;Freed after&rdquo; gives the lifetimes of a\n",
+    "site's freed samples (median and 90th percentile, as the upper edge of a factor-4\n",
+    "bucket). The views and the statistics of peaks and leaks are described in the guide\n",
+    "(&ldquo;Views&rdquo;) and in doc/statistics.md.</footer>\n",
 };
 
 static const char *const page_tail[] = {
@@ -136,12 +195,37 @@ static const char *const page_tail[] = {
     "  /* Flat arrays. frames: [name, file, line, kind] (name and file index strings, file -1\n",
     "     when unknown; kind 0 native, 1 interpreter, 2 no symbol, 3 synthetic, +4 inlined).\n",
     "     nodes: [parent, frame], the call tree of all stacks with root-first paths, parents\n",
-    "     before children (-1 at the roots). stacks: [leaf node, inuse_space, inuse_space_sd,\n",
-    "     inuse_objects, alloc_space, alloc_objects, live_samples, alloc_samples]. */\n",
-    "  var NF = 4, NS = 8, IN_SPACE = 1, IN_SD = 2, IN_OBJ = 3, AL_SPACE = 4, AL_OBJ = 5;\n",
-    "  var L_SAMP = 6, A_SAMP = 7;\n",
+    "     before children (-1 at the roots). stacks: NS values each, at the offsets in C below:\n",
+    "     the leaf node, then per view its bytes, interval (lo, hi) and standard deviation where\n",
+    "     the view has a variance, objects and samples; the leak rate (bytes per second), the\n",
+    "     thread (0 unknown, else index into threads + 1) and the low-information bits (bit v\n",
+    "     for view v: the estimate rests on few samples). life: [stack, 16 lifetime bucket\n",
+    "     counts] for the stacks that freed samples. threads: [tid, name string or -1].\n",
+    "     series: [t_ns, live, alloc], the heap over time. */\n",
+    "  var NF = 4, NS = 24, NB = 16;\n",
+    "  var C = { node: 0, live: 1, liveLo: 2, liveHi: 3, liveSd: 4, liveObj: 5, liveSamp: 6,\n",
+    "    alloc: 7, allocObj: 8, allocSamp: 9, peak: 10, peakLo: 11, peakHi: 12, peakSd: 13,\n",
+    "    peakObj: 14, peakSamp: 15, temp: 16, tempObj: 17, tempSamp: 18, leak: 19,\n",
+    "    leakRate: 20, leakSamp: 21, thread: 22, low: 23 };\n",
     "  var nframes = F.length / NF, nnodes = N.length / 2, nstacks = T.length / NS;\n",
     "  var $ = function (id) { return document.getElementById(id); };\n",
+    "\n",
+    "  /* The views (doc/guide.md, \"Views\"): which columns hold their numbers. */\n",
+    "  var VIEWS = {\n",
+    "    live: { bytes: C.live, lo: C.liveLo, hi: C.liveHi, sd: C.liveSd, obj: C.liveObj,\n",
+    "      samp: C.liveSamp, bit: 1, title: 'Live bytes', objTitle: 'Live objects',\n",
+    "      word: 'live' },\n",
+    "    alloc: { bytes: C.alloc, lo: -1, obj: C.allocObj, samp: C.allocSamp, bit: 2,\n",
+    "      title: 'Allocated bytes', objTitle: 'Allocations', word: 'allocated' },\n",
+    "    peak: { bytes: C.peak, lo: C.peakLo, hi: C.peakHi, sd: C.peakSd, obj: C.peakObj,\n",
+    "      samp: C.peakSamp, bit: 4, title: 'Bytes at the peak', objTitle: 'Objects',\n",
+    "      word: 'peak' },\n",
+    "    temporary: { bytes: C.temp, lo: -1, obj: C.tempObj, samp: C.tempSamp, bit: 8,\n",
+    "      title: 'Temporary bytes', objTitle: 'Allocations', word: 'temporary' },\n",
+    "    leaks: { bytes: C.leak, lo: -1, obj: -1, samp: C.leakSamp, bit: 16,\n",
+    "      title: 'Leaked bytes', word: 'leaked' }\n",
+    "  };\n",
+    "  var VIEW_NAMES = ['live', 'peak', 'alloc', 'temporary', 'leaks'];\n",
     "\n",
     "  /* ---- formatting ---- */\n",
     "  var UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB', 'EiB'];\n",
@@ -157,9 +241,13 @@ static const char *const page_tail[] = {
     "    var p = 100 * a / b;\n",
     "    return (p >= 10 || p === 0 ? p.toFixed(1) : p.toPrecision(2)) + ' %';\n",
     "  }\n",
-    "  function interval(v, sd) {\n",
-    "    var h = 1.959964 * sd;\n",
-    "    return bytes(Math.max(0, v - h)) + ' \\u2013 ' + bytes(v + h);\n",
+    "  /* A duration in nanoseconds, as the text writer prints it. */\n",
+    "  function dur(ns) {\n",
+    "    if (ns < 1e3) return Math.round(ns) + ' ns';\n",
+    "    if (ns < 1e6) return +(ns / 1e3).toPrecision(3) + ' us';\n",
+    "    if (ns < 1e9) return +(ns / 1e6).toPrecision(3) + ' ms';\n",
+    "    if (ns < 1e12) return (ns / 1e9).toFixed(ns < 1e10 ? 2 : ns < 1e11 ? 1 : 0) + ' s';\n",
+    "    return (ns / 3.6e12).toFixed(1) + ' h';\n",
     "  }\n",
     "  function el(tag, text, cls) {\n",
     "    var e = document.createElement(tag);\n",
@@ -175,6 +263,32 @@ static const char *const page_tail[] = {
     "  function kindText(k) {\n",
     "    return ['', 'interpreter frame', 'no symbol', ''][k & 3] + (k & 4 ? ' (inlined)' : '');\n",
     "  }\n",
+    "  function threadName(t) {\n",
+    "    if (!(t > 0) || t > D.threads.length / 2) return '';\n",
+    "    var tid = D.threads[2 * (t - 1)], nm = D.threads[2 * (t - 1) + 1];\n",
+    "    return nm >= 0 ? S[nm] + ' (tid ' + tid + ')' : 'tid ' + tid;\n",
+    "  }\n",
+    "\n",
+    "  /* Lifetime buckets (profile.h): bucket 0 under 1 us, bucket b below 4^b us, the last\n",
+    "     one the rest. A quantile is the upper edge of the bucket it falls in, as in C. */\n",
+    "  function bucketEnd(b) { return b >= NB - 1 ? Infinity : 1000 * Math.pow(4, b); }\n",
+    "  function quantile(h, q) {\n",
+    "    var total = 0, seen = 0, b;\n",
+    "    for (b = 0; b < NB; b++) total += h[b];\n",
+    "    if (!total) return 0;\n",
+    "    for (b = 0; b < NB; b++) {\n",
+    "      seen += h[b];\n",
+    "      if (seen >= q * total && h[b]) return bucketEnd(b);\n",
+    "    }\n",
+    "    return Infinity;\n",
+    "  }\n",
+    "  function lifeText(edge) {\n",
+    "    if (!edge) return '';\n",
+    "    return edge === Infinity ? '\\u2265 ' + dur(bucketEnd(NB - 2)) : '< ' + dur(edge);\n",
+    "  }\n",
+    "  var lifeOf = new Map();\n",
+    "  for (var li = 0; li < D.life.length; li += NB + 1)\n",
+    "    lifeOf.set(D.life[li], D.life.slice(li + 1, li + 1 + NB));\n",
     "\n",
     "  /* Root-first frame paths of the stacks. */\n",
     "  var paths = new Array(nstacks);\n",
@@ -183,26 +297,56 @@ static const char *const page_tail[] = {
     "    for (var n = T[s * NS]; n >= 0; n = N[n * 2]) p.push(N[n * 2 + 1]);\n",
     "    paths[s] = p.reverse();\n",
     "  }\n",
+    "  var totals = {};\n",
+    "  VIEW_NAMES.forEach(function (v) {\n",
+    "    var t = 0;\n",
+    "    for (var s = 0; s < nstacks; s++) t += T[s * NS + VIEWS[v].bytes];\n",
+    "    totals[v] = t;\n",
+    "  });\n",
     "\n",
     "  /* ---- header ---- */\n",
     "  (function () {\n",
-    "    var h = D.heap, ti = D.time ? new Date(D.time * 1000).toISOString().replace('T', ' ')\n",
-    "      .replace(/\\.\\d+Z$/, ' UTC') : '';\n",
+    "    var h = D.heap, pk = D.peak, ti = D.time ? new Date(D.time * 1000).toISOString()\n",
+    "      .replace('T', ' ').replace(/\\.\\d+Z$/, ' UTC') : '';\n",
     "    document.title = 'Heap profile' + (ti ? ' ' + ti : '') + ' \\u2013 libmemprof';\n",
     "    $('title').textContent = 'Heap profile' + (ti ? ' \\u2013 ' + ti : '');\n",
-    "    var sum = $('summary'), allocTotal = 0;\n",
-    "    for (var i = 0; i < nstacks; i++) allocTotal += T[i * NS + AL_SPACE];\n",
+    "    var sum = $('summary'), allocTotal = totals.alloc, hasPeak = pk.bytes > 0 ||\n",
+    "      pk.samples > 0;\n",
+    "    var peakText = bytes(pk.bytes) + ' (95 % interval ' + bytes(pk.lo) + ' \\u2013 ' +\n",
+    "      bytes(pk.hi) + (pk.low ? ', few samples' : '') + ') at ' + dur(pk.t_ns);\n",
     "    var p1 = el('p');\n",
     "    p1.appendChild(el('span', 'Estimated live heap: '));\n",
-    "    p1.appendChild(el('b', bytes(h.bytes)));\n",
-    "    p1.appendChild(el('span', ' (95 % interval ' + bytes(h.lo) + ' \\u2013 ' +\n",
-    "      bytes(h.hi) + '), ~' + num(h.objects) + ' live allocations, from ' +\n",
-    "      num(h.samples) + ' live samples. Allocated since sampling began: ~' +\n",
-    "      bytes(allocTotal) + '.'));\n",
+    "    if (h.bytes === 0 && allocTotal > 0) {\n",
+    "      /* A bare \"0 B\" would read as \"nothing happened\": say what did. */\n",
+    "      p1.appendChild(el('b', '0 B live'));\n",
+    "      p1.appendChild(el('span', ' at the snapshot; ' + (hasPeak ? 'peak ' + peakText :\n",
+    "        'no peak recorded') + '; allocated in total: ' + bytes(allocTotal) + '.'));\n",
+    "    } else {\n",
+    "      p1.appendChild(el('b', bytes(h.bytes)));\n",
+    "      p1.appendChild(el('span', ' (95 % interval ' + bytes(h.lo) + ' \\u2013 ' +\n",
+    "        bytes(h.hi) + '), ~' + num(h.objects) + ' live allocations, from ' +\n",
+    "        num(h.samples) + ' live samples.'));\n",
+    "    }\n",
     "    sum.appendChild(p1);\n",
+    "    if (h.bytes !== 0 || !(allocTotal > 0)) {\n",
+    "      var p3 = el('p');\n",
+    "      if (hasPeak) {\n",
+    "        p3.appendChild(el('span', 'Peak: '));\n",
+    "        p3.appendChild(el('b', bytes(pk.bytes)));\n",
+    "        p3.appendChild(el('span', peakText.slice(bytes(pk.bytes).length) +\n",
+    "          '; live at the snapshot' +\n",
+    "          (D.duration_ns ? ' (' + dur(D.duration_ns) + ')' : '') +\n",
+    "          ': ' + bytes(h.bytes) + '; allocated in total: ' + bytes(allocTotal) + '.'));\n",
+    "      } else {\n",
+    "        p3.textContent = 'Peak: not recorded in this profile. Allocated in total: ' +\n",
+    "          bytes(allocTotal) + '.';\n",
+    "      }\n",
+    "      sum.appendChild(p3);\n",
+    "    }\n",
     "    sum.appendChild(el('p', 'Sampling rate: one sample per ' + bytes(D.rate) +\n",
     "      ' allocated on average (' + num(D.rate) + ' bytes) \\u00b7 ' + num(nstacks) +\n",
-    "      ' call stacks \\u00b7 libmemprof ' + D.version, 'muted'));\n",
+    "      ' call stacks' + (D.threads.length ? ' \\u00b7 ' + num(D.threads.length / 2) +\n",
+    "      ' threads' : '') + ' \\u00b7 libmemprof ' + D.version, 'muted'));\n",
     "    var hl = D.health, p2 = el('p');\n",
     "    p2.appendChild(el('span', 'Health: '));\n",
     "    function item(v, text, sep) {\n",
@@ -214,11 +358,101 @@ static const char *const page_tail[] = {
     "    item(hl.truncated, ' truncated stacks', 1);\n",
     "    item(hl.unresolved, ' of ' + num(hl.addresses) + ' code addresses without symbols', 0);\n",
     "    sum.appendChild(p2);\n",
-    "    if (h.samples < 100)\n",
-    "      sum.appendChild(el('p', 'Only ' + num(h.samples) + ' live samples (fewer than ' +\n",
-    "        '100): treat the estimates as rough. A lower sampling rate gives more ' +\n",
-    "        'precision.', 'warn'));\n",
+    "    if (h.low && h.samples > 0)\n",
+    "      sum.appendChild(el('p', 'Only ' + num(h.samples) + ' live samples: treat the ' +\n",
+    "        'estimates as rough. A lower sampling rate gives more precision.', 'warn'));\n",
     "  })();\n",
+    "\n",
+    "  /* ---- heap over time ----\n",
+    "     An SVG chart of the series: live bytes on the left axis, bytes allocated so far on the\n",
+    "     right one (they differ by orders of magnitude), seconds since sampling started below,\n",
+    "     and the recorded peak marked and labelled. Drawn again when the window resizes. */\n",
+    "  var svg = $('chart'), SVGNS = svg.namespaceURI, P = D.series, np = P.length / 3;\n",
+    "  function sv(tag, attrs, text) {\n",
+    "    var e = document.createElementNS(SVGNS, tag);\n",
+    "    for (var k in attrs) e.setAttribute(k, attrs[k]);\n",
+    "    if (text !== undefined) e.textContent = text;\n",
+    "    svg.appendChild(e);\n",
+    "    return e;\n",
+    "  }\n",
+    "  /* Tick step for a range: 1, 2 or 5 times a power of ten of `unit`. */\n",
+    "  function step(max, unit, n) {\n",
+    "    var raw = max / unit / n, p = Math.pow(10, Math.floor(Math.log10(raw)));\n",
+    "    var m = raw / p;\n",
+    "    return unit * p * (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10);\n",
+    "  }\n",
+    "  function byteStep(max, n) {\n",
+    "    var unit = 1;\n",
+    "    while (max / unit >= 1024 && unit < Math.pow(1024, 6)) unit *= 1024;\n",
+    "    return step(max, unit, n);\n",
+    "  }\n",
+    "  function drawChart() {\n",
+    "    var pk = D.peak, hasPeak = pk.bytes > 0 || pk.samples > 0;\n",
+    "    svg.textContent = '';\n",
+    "    $('chart-empty').hidden = np > 0;\n",
+    "    svg.style.display = np > 0 ? '' : 'none';\n",
+    "    if (!np) return;\n",
+    "    var W = svg.clientWidth || 800, H = svg.clientHeight || 240;\n",
+    "    var L = 72, R = 72, TOP = 22, B = 30, w = Math.max(10, W - L - R), h = H - TOP - B;\n",
+    "    var tmax = Math.max(P[3 * (np - 1)], hasPeak ? pk.t_ns : 0, D.duration_ns) || 1;\n",
+    "    var lmax = hasPeak ? pk.bytes : 0, amax = 0, i;\n",
+    "    for (i = 0; i < np; i++) {\n",
+    "      lmax = Math.max(lmax, P[3 * i + 1]);\n",
+    "      amax = Math.max(amax, P[3 * i + 2]);\n",
+    "    }\n",
+    "    lmax = lmax * 1.12 || 1;\n",
+    "    amax = amax * 1.05 || 1;\n",
+    "    function X(t) { return L + w * t / tmax; }\n",
+    "    function YL(v) { return TOP + h - h * v / lmax; }\n",
+    "    function YA(v) { return TOP + h - h * v / amax; }\n",
+    "    var st = step(tmax, 1e9, 8), t, v;\n",
+    "    for (t = 0; t <= tmax + 1; t += st) {\n",
+    "      sv('line', { x1: X(t), x2: X(t), y1: TOP, y2: TOP + h, 'class': 'grid' });\n",
+    "      sv('text', { x: X(t), y: TOP + h + 14, 'text-anchor': 'middle' },\n",
+    "        +(t / 1e9).toPrecision(4) + ' s');\n",
+    "    }\n",
+    "    var sl = byteStep(lmax, 5);\n",
+    "    for (v = 0; v <= lmax; v += sl) {\n",
+    "      sv('line', { x1: L, x2: L + w, y1: YL(v), y2: YL(v), 'class': 'grid' });\n",
+    "      sv('text', { x: L - 6, y: YL(v) + 4, 'text-anchor': 'end' }, bytes(v));\n",
+    "    }\n",
+    "    var sa = byteStep(amax, 5);\n",
+    "    for (v = 0; v <= amax; v += sa)\n",
+    "      sv('text', { x: L + w + 6, y: YA(v) + 4, 'text-anchor': 'start' }, bytes(v));\n",
+    "    sv('line', { x1: L, x2: L, y1: TOP, y2: TOP + h, 'class': 'axis' });\n",
+    "    sv('line', { x1: L + w, x2: L + w, y1: TOP, y2: TOP + h, 'class': 'axis' });\n",
+    "    sv('line', { x1: L, x2: L + w, y1: TOP + h, y2: TOP + h, 'class': 'axis' });\n",
+    "    sv('text', { x: L + w / 2, y: H - 2, 'text-anchor': 'middle' },\n",
+    "      'seconds since sampling started');\n",
+    "    var dl = '', da = '';\n",
+    "    for (i = 0; i < np; i++) {\n",
+    "      dl += (i ? 'L' : 'M') + X(P[3 * i]).toFixed(1) + ',' + YL(P[3 * i + 1]).toFixed(1);\n",
+    "      da += (i ? 'L' : 'M') + X(P[3 * i]).toFixed(1) + ',' + YA(P[3 * i + 2]).toFixed(1);\n",
+    "    }\n",
+    "    sv('path', { d: da, 'class': 'alloc', id: 'chart-alloc' });\n",
+    "    sv('path', { d: dl, 'class': 'live', id: 'chart-live' });\n",
+    "    if (hasPeak) {\n",
+    "      var px = X(pk.t_ns), py = YL(pk.bytes);\n",
+    "      sv('line', { x1: px, x2: px, y1: py, y2: TOP + h, 'class': 'peak-line' });\n",
+    "      sv('circle', { cx: px, cy: py, r: 4, 'class': 'peak-dot' });\n",
+    "      var right = px > L + w * 0.7;\n",
+    "      sv('text', { x: right ? px - 8 : px + 8, y: Math.max(TOP - 6, py - 8) + 4,\n",
+    "        'text-anchor': right ? 'end' : 'start', 'class': 'peak-label', id: 'chart-peak' },\n",
+    "        'peak ' + bytes(pk.bytes) + ' at ' + dur(pk.t_ns));\n",
+    "    }\n",
+    "    var cursor = sv('line', { x1: -10, x2: -10, y1: TOP, y2: TOP + h, 'class': 'cursor' });\n",
+    "    svg.onmousemove = function (ev) {\n",
+    "      var b = svg.getBoundingClientRect(), t = (ev.clientX - b.left - L) / w * tmax;\n",
+    "      var best = 0;\n",
+    "      for (var i = 1; i < np; i++)\n",
+    "        if (Math.abs(P[3 * i] - t) < Math.abs(P[3 * best] - t)) best = i;\n",
+    "      cursor.setAttribute('x1', X(P[3 * best]));\n",
+    "      cursor.setAttribute('x2', X(P[3 * best]));\n",
+    "      $('chart-read').textContent = 'at ' + dur(P[3 * best]) + ': ' +\n",
+    "        bytes(P[3 * best + 1]) + ' live, ' + bytes(P[3 * best + 2]) + ' allocated so far';\n",
+    "    };\n",
+    "  }\n",
+    "  drawChart();\n",
     "\n",
     "  /* ---- flame graph model ----\n",
     "     Flame nodes merge call-tree nodes by function name under the same flame parent, as\n",
@@ -243,7 +477,7 @@ static const char *const page_tail[] = {
     "     allocated in the frame itself (self), and each flame node's left edge (x). */\n",
     "  function viewData(v) {\n",
     "    if (views[v]) return views[v];\n",
-    "    var col = v === 'alloc' ? AL_SPACE : IN_SPACE;\n",
+    "    var col = VIEWS[v].bytes;\n",
     "    var tv = new Float64Array(nnodes), val = new Float64Array(nflame);\n",
     "    var self = new Float64Array(nflame), x = new Float64Array(nflame), total = 0;\n",
     "    for (var s = 0; s < nstacks; s++) {\n",
@@ -256,21 +490,24 @@ static const char *const page_tail[] = {
     "      val[flameOf[i]] += tv[i];\n",
     "    }\n",
     "    val[0] = total;\n",
-    "    /* Largest callee first. */\n",
+    "    /* Largest callee first; the layout is per view, so the order follows the view. */\n",
+    "    var order = fKids.map(function (k) {\n",
+    "      return k.slice().sort(function (a, b) { return val[b] - val[a]; });\n",
+    "    });\n",
     "    (function layout(f, x0) {\n",
-    "      var k = fKids[f];\n",
+    "      var k = order[f];\n",
     "      x[f] = x0;\n",
-    "      k.sort(function (a, b) { return val[b] - val[a]; });\n",
     "      for (var j = 0; j < k.length && val[k[j]] > 0; j++) {\n",
     "        layout(k[j], x0);\n",
     "        x0 += val[k[j]];\n",
     "      }\n",
     "    })(0, 0);\n",
-    "    return (views[v] = { tv: tv, val: val, self: self, x: x, total: total });\n",
+    "    return (views[v] = { tv: tv, val: val, self: self, x: x, total: total, kids: order });\n",
     "  }\n",
     "\n",
     "  /* ---- state ---- */\n",
-    "  var view = 'inuse', V = viewData(view), focus = 0, term = '', rects = [];\n",
+    "  var view = VIEWS[D.view] ? D.view : 'live', VI = VIEWS[view], V = viewData(view);\n",
+    "  var focus = 0, term = '', rects = [];\n",
     "  var fMatch = new Uint8Array(nflame), frameMatch = new Uint8Array(nframes);\n",
     "  var stackMatch = new Uint8Array(nstacks);\n",
     "  var canvas = $('flame'), ctx = canvas.getContext('2d'), tip = $('tip');\n",
@@ -352,7 +589,7 @@ static const char *const page_tail[] = {
     "      pct(V.val[focus], V.total) + ' of total)'));\n",
     "  }\n",
     "\n",
-    "  function zoom(f) { focus = f > 0 ? f : 0; hideTip(); draw(); }\n",
+    "  function zoom(f) { focus = f > 0 && V.val[f] > 0 ? f : 0; hideTip(); draw(); }\n",
     "\n",
     "  function hit(ev) {\n",
     "    var b = canvas.getBoundingClientRect(), x = ev.clientX - b.left;\n",
@@ -369,8 +606,8 @@ static const char *const page_tail[] = {
     "    var val = V.val[f];\n",
     "    tip.textContent = '';\n",
     "    tip.appendChild(el('b', nodeName(f)));\n",
-    "    tip.appendChild(el('div', (view === 'alloc' ? 'Allocated: ' : 'Live: ') + bytes(val) +\n",
-    "      ' (' + num(val) + ' bytes), ' + pct(val, V.total) + ' of total' +\n",
+    "    tip.appendChild(el('div', VI.title + ': ' + bytes(val) + ' (' + num(val) +\n",
+    "      ' bytes), ' + pct(val, V.total) + ' of total' +\n",
     "      (focus ? ', ' + pct(val, V.val[focus]) + ' of zoom' : '')));\n",
     "    if (V.self[f] > 0) tip.appendChild(el('div', 'Allocated in this frame: ' +\n",
     "      bytes(V.self[f])));\n",
@@ -412,7 +649,7 @@ static const char *const page_tail[] = {
     "  document.addEventListener('keydown', function (ev) {\n",
     "    if (ev.key === 'Escape' && ev.target.tagName !== 'INPUT') zoom(0);\n",
     "  });\n",
-    "  window.addEventListener('resize', function () { draw(); });\n",
+    "  window.addEventListener('resize', function () { draw(); drawChart(); });\n",
     "\n",
     "  /* ---- search ----\n",
     "     Case-insensitive substring of a function name or file:line. Frames are tested once\n",
@@ -439,63 +676,130 @@ static const char *const page_tail[] = {
     "      inMatch[i] = fMatch[i] | inMatch[fParent[i]];\n",
     "    }\n",
     "    $('matched').textContent = term ? 'Matched: ' + bytes(m) + ' (' + pct(m, V.total) +\n",
-    "      ' of ' + (view === 'alloc' ? 'allocated' : 'live') + ' bytes)' : '';\n",
+    "      ' of ' + VI.word + ' bytes)' : '';\n",
     "    draw();\n",
     "    renderTable();\n",
     "  }\n",
     "  $('search').addEventListener('input', search);\n",
     "\n",
+    "  /* ---- the view switcher ----\n",
+    "     Every view's numbers are in the data; switching re-renders the flame graph and the\n",
+    "     table from them. */\n",
+    "  function viewNote() {\n",
+    "    var pk = D.peak, t = D.temp_threshold_ns, nsus = 0;\n",
+    "    for (var s = 0; s < nstacks; s++) if (T[s * NS + C.leak] > 0) nsus++;\n",
+    "    var notes = {\n",
+    "      live: 'Bytes live at the snapshot' + (D.duration_ns ? ' (' + dur(D.duration_ns) +\n",
+    "        ' after sampling started)' : '') + ', by the call stack that allocated them.',\n",
+    "      peak: pk.bytes > 0 || pk.samples > 0 ? 'Bytes live at the recorded peak: ' +\n",
+    "        bytes(pk.bytes) + ' at ' + dur(pk.t_ns) +\n",
+    "        ', by the call stack that allocated them.' :\n",
+    "        'This profile recorded no peak.',\n",
+    "      alloc: 'Bytes allocated since sampling began, freed or not: where the allocation ' +\n",
+    "        'traffic comes from.',\n",
+    "      temporary: 'Bytes of allocations freed within ' +\n",
+    "        (t ? dur(t) : 'the threshold (not recorded in this profile)') +\n",
+    "        ' of being made: short-lived churn.',\n",
+    "      leaks: nsus ? nsus + ' leak suspect' + (nsus > 1 ? 's' : '') + ': sites whose ' +\n",
+    "        'surviving allocations are spread over the run as a steady leak\\u2019s are; ' +\n",
+    "        'their bytes are the survivors, their rate the growth per second.' :\n",
+    "        'No leak suspects: no site\\u2019s surviving allocations are spread over the ' +\n",
+    "        'run as a steady leak\\u2019s are.'\n",
+    "    };\n",
+    "    $('view-note').textContent = notes[view];\n",
+    "  }\n",
     "  var radios = document.querySelectorAll('input[name=view]');\n",
-    "  Array.prototype.forEach.call(radios, function (r) {\n",
-    "    r.addEventListener('change', function () {\n",
-    "      if (!r.checked) return;\n",
-    "      view = r.value;\n",
-    "      V = viewData(view);\n",
-    "      focus = 0;\n",
-    "      sortKey = view === 'alloc' ? 'alloc' : 'live';\n",
-    "      sortDir = -1;\n",
-    "      search();\n",
+    "  function setView(v) {\n",
+    "    view = v;\n",
+    "    VI = VIEWS[v];\n",
+    "    V = viewData(v);\n",
+    "    focus = 0;\n",
+    "    sortKey = v === 'leaks' ? 'rate' : 'bytes';\n",
+    "    sortDir = -1;\n",
+    "    showAll = false;\n",
+    "    Array.prototype.forEach.call(radios, function (r) {\n",
+    "      r.checked = r.value === v;\n",
+    "      r.parentNode.className = (r.checked ? 'on' : '') +\n",
+    "        (totals[r.value] > 0 ? '' : ' none');\n",
     "    });\n",
+    "    viewNote();\n",
+    "    search();\n",
+    "  }\n",
+    "  Array.prototype.forEach.call(radios, function (r) {\n",
+    "    var t = el('span', ' ' + (totals[r.value] > 0 ? bytes(totals[r.value]) : '\\u2013'),\n",
+    "      'total');\n",
+    "    r.parentNode.appendChild(t);\n",
+    "    if (!(totals[r.value] > 0)) r.parentNode.title = 'Nothing in this view';\n",
+    "    r.addEventListener('change', function () { if (r.checked) setView(r.value); });\n",
     "  });\n",
     "\n",
     "  /* ---- table ----\n",
-    "     Rows by allocating (leaf) function or by stack, from the stacks that match the search\n",
-    "     (all without one), so a search for a caller shows what it allocates through. */\n",
-    "  var COLS = [\n",
-    "    { key: 'fn', title: 'Function', cls: 'fn', text: true },\n",
-    "    { key: 'loc', title: 'Location', cls: 'loc', text: true },\n",
-    "    { key: 'live', title: 'Live bytes' },\n",
-    "    { key: 'ci', title: '95 % interval', nosort: true },\n",
-    "    { key: 'liveObj', title: 'Live objects' },\n",
-    "    { key: 'alloc', title: 'Allocated bytes' },\n",
-    "    { key: 'allocObj', title: 'Allocations' },\n",
-    "    { key: 'lsamp', title: 'Live samples' },\n",
-    "    { key: 'asamp', title: 'Alloc samples' }\n",
-    "  ];\n",
-    "  var sortKey = 'live', sortDir = -1, showAll = false, LIMIT = 200, PATH = 8;\n",
-    "  var shownRows = [];\n",
+    "     Rows by allocating (leaf) function, by stack or by thread, from the stacks that have\n",
+    "     bytes in the view and match the search (all without one), so a search for a caller\n",
+    "     shows what it allocates through. */\n",
+    "  function columns() {\n",
+    "    var c = [{ key: 'fn', title: $('group').value === 'thread' ? 'Thread' : 'Function',\n",
+    "      cls: 'fn', text: true }];\n",
+    "    if ($('group').value !== 'thread')\n",
+    "      c.push({ key: 'loc', title: 'Location', cls: 'loc', text: true });\n",
+    "    c.push({ key: 'bytes', title: VI.title }, { key: 'share', title: 'Share' });\n",
+    "    if (VI.lo >= 0) c.push({ key: 'ci', title: '95 % interval', nosort: true });\n",
+    "    if (view === 'leaks') c.push({ key: 'rate', title: 'Leak rate' });\n",
+    "    if (VI.obj >= 0) c.push({ key: 'obj', title: VI.objTitle });\n",
+    "    c.push({ key: 'samp', title: 'Samples' }, { key: 'p50', title: 'Freed after (p50)' },\n",
+    "      { key: 'p90', title: 'p90' });\n",
+    "    if (D.threads.length && $('group').value !== 'thread')\n",
+    "      c.push({ key: 'thread', title: 'Thread', cls: 'thr', text: true });\n",
+    "    return c;\n",
+    "  }\n",
+    "  var sortKey = view === 'leaks' ? 'rate' : 'bytes', sortDir = -1, showAll = false;\n",
+    "  var LIMIT = 200, PATH = 8, shownRows = [], COLS = [];\n",
     "\n",
     "  function rowsFor(group) {\n",
-    "    var rows = [], byName = new Map();\n",
+    "    var rows = [], byKey = new Map();\n",
     "    for (var s = 0; s < nstacks; s++) {\n",
-    "      if (term && !stackMatch[s]) continue;\n",
-    "      var o = s * NS, p = paths[s], leaf = p[p.length - 1], r = byName.get(F[leaf * NF]);\n",
+    "      var o = s * NS, b = T[o + VI.bytes];\n",
+    "      if (!(b > 0) || (term && !stackMatch[s])) continue;\n",
+    "      var p = paths[s], leaf = p[p.length - 1], th = T[o + C.thread];\n",
+    "      var k = group === 'leaf' ? F[leaf * NF] : group === 'thread' ? th : -1 - s;\n",
+    "      var r = byKey.get(k);\n",
     "      if (!r) {\n",
-    "        r = { fn: fname(leaf), loc: '', best: -1, live: 0, v: 0, liveObj: 0, alloc: 0,\n",
-    "          allocObj: 0, lsamp: 0, asamp: 0, stacks: [] };\n",
+    "        r = { fn: group !== 'thread' ? fname(leaf) :\n",
+    "          threadName(th) || '(thread not known)',\n",
+    "          loc: '', best: -1, bytes: 0, v: 0, obj: 0, samp: 0, rate: 0,\n",
+    "          life: new Float64Array(NB), threads: new Set(), stacks: [] };\n",
     "        rows.push(r);\n",
-    "        if (group === 'leaf') byName.set(F[leaf * NF], r);\n",
+    "        byKey.set(k, r);\n",
     "      }\n",
     "      /* The location shown is that of the stack holding the most bytes. */\n",
-    "      if (T[o + IN_SPACE] + T[o + AL_SPACE] > r.best) {\n",
-    "        r.best = T[o + IN_SPACE] + T[o + AL_SPACE];\n",
-    "        r.loc = floc(leaf);\n",
-    "      }\n",
-    "      r.live += T[o + IN_SPACE]; r.v += T[o + IN_SD] * T[o + IN_SD];\n",
-    "      r.liveObj += T[o + IN_OBJ]; r.alloc += T[o + AL_SPACE]; r.allocObj += T[o + AL_OBJ];\n",
-    "      r.lsamp += T[o + L_SAMP]; r.asamp += T[o + A_SAMP];\n",
+    "      if (b > r.best) { r.best = b; r.loc = floc(leaf); }\n",
+    "      r.bytes += b;\n",
+    "      if (VI.lo >= 0) r.v += T[o + VI.sd] * T[o + VI.sd];\n",
+    "      if (VI.obj >= 0) r.obj += T[o + VI.obj];\n",
+    "      r.samp += T[o + VI.samp];\n",
+    "      r.rate += T[o + C.leakRate];\n",
+    "      var h = lifeOf.get(s);\n",
+    "      if (h) for (var j = 0; j < NB; j++) r.life[j] += h[j];\n",
+    "      r.threads.add(th);\n",
     "      r.stacks.push(s);\n",
     "    }\n",
+    "    rows.forEach(function (r) {\n",
+    "      var one = r.stacks.length === 1 ? r.stacks[0] * NS : -1, sd = Math.sqrt(r.v);\n",
+    "      /* One stack: the writer's interval and mark (the same as the text report's).\n",
+    "         Several: their estimates are independent, so the variances add; with many\n",
+    "         samples together the normal approximation holds, and few samples keep the mark. */\n",
+    "      var own = one >= 0 && VI.lo >= 0;\n",
+    "      r.lo = own ? T[one + VI.lo] : Math.max(0, r.bytes - 1.959964 * sd);\n",
+    "      r.hi = own ? T[one + VI.hi] : r.bytes + 1.959964 * sd;\n",
+    "      r.low = one >= 0 ? (T[one + C.low] & VI.bit) !== 0 : r.samp < D.few;\n",
+    "      r.share = r.bytes;\n",
+    "      r.p50 = quantile(r.life, 0.5);\n",
+    "      r.p90 = quantile(r.life, 0.9);\n",
+    "      var ts = [];\n",
+    "      r.threads.forEach(function (t) { if (t) ts.push(t); });\n",
+    "      r.thread = ts.length === 1 ? threadName(ts[0]) :\n",
+    "        ts.length ? ts.length + ' threads' : '';\n",
+    "    });\n",
     "    return rows;\n",
     "  }\n",
     "  /* A stack as \"leaf <- caller <- ...\", the first PATH frames or all of them. */\n",
@@ -526,20 +830,23 @@ static const char *const page_tail[] = {
     "  }\n",
     "\n",
     "  function renderTable() {\n",
+    "    COLS = columns();\n",
+    "    if (!COLS.some(function (c) { return c.key === sortKey; })) sortKey = 'bytes';\n",
     "    renderHead();\n",
     "    var group = $('group').value, rows = rowsFor(group);\n",
-    "    var text = sortKey === 'fn' || sortKey === 'loc';\n",
+    "    var text = sortKey === 'fn' || sortKey === 'loc' || sortKey === 'thread';\n",
     "    rows.sort(function (a, b) {\n",
     "      var x = a[sortKey], y = b[sortKey];\n",
-    "      var c = text ? (x < y ? -1 : x > y ? 1 : 0) : x - y;\n",
-    "      return c * sortDir || b.live - a.live || b.alloc - a.alloc;\n",
+    "      var c = text ? (x < y ? -1 : x > y ? 1 : 0) : x === y ? 0 : x < y ? -1 : 1;\n",
+    "      return c * sortDir || b.bytes - a.bytes;\n",
     "    });\n",
     "    var tb = document.querySelector('#sites tbody');\n",
     "    var frag = document.createDocumentFragment();\n",
     "    var shown = showAll ? rows.length : Math.min(rows.length, LIMIT);\n",
     "    tb.textContent = '';\n",
     "    for (var i = 0; i < shown; i++) {\n",
-    "      var r = rows[i], tr = el('tr'), fn = el('td', undefined, 'fn');\n",
+    "      var r = rows[i], tr = el('tr', undefined, r.low ? 'low' : '');\n",
+    "      var fn = el('td', undefined, 'fn');\n",
     "      fn.appendChild(el('span', r.fn, 'mono'));\n",
     "      if (group === 'stack') {\n",
     "        var pt = el('div', pathText(r.stacks[0], false), 'path');\n",
@@ -549,15 +856,31 @@ static const char *const page_tail[] = {
     "        fn.appendChild(el('div', r.stacks.length + ' call stacks', 'path'));\n",
     "      }\n",
     "      tr.appendChild(fn);\n",
-    "      tr.appendChild(el('td', r.loc, 'loc mono'));\n",
-    "      tr.appendChild(el('td', bytes(r.live)));\n",
-    "      tr.appendChild(el('td', r.lsamp ? interval(r.live, Math.sqrt(r.v)) : '\\u2013',\n",
-    "        'muted'));\n",
-    "      tr.appendChild(el('td', num(r.liveObj)));\n",
-    "      tr.appendChild(el('td', bytes(r.alloc)));\n",
-    "      tr.appendChild(el('td', num(r.allocObj)));\n",
-    "      tr.appendChild(el('td', num(r.lsamp)));\n",
-    "      tr.appendChild(el('td', num(r.asamp)));\n",
+    "      COLS.forEach(function (c) {\n",
+    "        var td;\n",
+    "        switch (c.key) {\n",
+    "        case 'fn': return;\n",
+    "        case 'loc': td = el('td', r.loc, 'loc mono'); break;\n",
+    "        case 'bytes':\n",
+    "          td = el('td', (r.low && VI.lo < 0 ? '~' : '') + bytes(r.bytes),\n",
+    "            r.low ? 'low' : '');\n",
+    "          break;\n",
+    "        case 'share': td = el('td', pct(r.bytes, V.total)); break;\n",
+    "        case 'ci':\n",
+    "          td = el('td', (r.low ? '~ ' : '') + bytes(r.lo) + ' \\u2013 ' + bytes(r.hi),\n",
+    "            r.low ? 'low' : 'muted');\n",
+    "          break;\n",
+    "        case 'rate': td = el('td', '~' + bytes(r.rate) + '/s'); break;\n",
+    "        case 'obj': td = el('td', num(r.obj)); break;\n",
+    "        case 'samp': td = el('td', num(r.samp)); break;\n",
+    "        case 'p50': td = el('td', lifeText(r.p50)); break;\n",
+    "        case 'p90': td = el('td', lifeText(r.p90)); break;\n",
+    "        case 'thread': td = el('td', r.thread, 'thr'); break;\n",
+    "        }\n",
+    "        if (r.low && (c.key === 'bytes' || c.key === 'ci'))\n",
+    "          td.title = 'Few samples: treat this estimate as rough';\n",
+    "        tr.appendChild(td);\n",
+    "      });\n",
     "      tr.title = 'Click to search for ' + r.fn;\n",
     "      tr.setAttribute('data-row', i);\n",
     "      frag.appendChild(tr);\n",
@@ -566,20 +889,20 @@ static const char *const page_tail[] = {
     "    shownRows = rows;\n",
     "    $('table-note').textContent = (shown < rows.length ? 'Showing ' + num(shown) + ' of ' :\n",
     "      '') + num(rows.length) + ' rows' + (term ? ' from stacks matching the search' : '') +\n",
-    "      '.';\n",
+    "      (rows.length ? '.' : ' in this view.');\n",
     "    $('show-all').hidden = shown >= rows.length;\n",
     "  }\n",
     "  /* One listener for all rows: a click searches for the row's function. */\n",
     "  document.querySelector('#sites tbody').addEventListener('click', function (ev) {\n",
     "    var tr = ev.target.closest('tr[data-row]');\n",
-    "    if (!tr) return;\n",
+    "    if (!tr || $('group').value === 'thread') return;\n",
     "    $('search').value = shownRows[+tr.getAttribute('data-row')].fn;\n",
     "    search();\n",
     "  });\n",
     "  $('group').addEventListener('change', function () { showAll = false; renderTable(); });\n",
     "  $('show-all').addEventListener('click', function () { showAll = true; renderTable(); });\n",
     "\n",
-    "  search();\n",
+    "  setView(view);\n",
     "})();\n",
     "</script>\n",
     "</body>\n",
@@ -628,7 +951,8 @@ struct html_data {
     uint32_t *parent, *frame, nnodes;
     uint32_t *node_table;
     size_t node_cap;
-    uint32_t *leaf; /* stack -> its leaf node, UINT32_MAX if left out */
+    uint32_t *leaf;      /* stack -> its leaf node, UINT32_MAX if left out */
+    uint32_t *thread_of; /* profile thread -> string index of its name (UINT32_MAX none) */
 };
 
 static uint32_t intern(struct html_data *d, const char *s)
@@ -670,6 +994,7 @@ static void data_free(struct html_data *d)
     free(d->frame);
     free(d->node_table);
     free(d->leaf);
+    free(d->thread_of);
     memprof__uframes_free(&d->u);
 }
 
@@ -682,10 +1007,11 @@ static int data_build(const struct memprof_profile *p, struct html_data *d, uint
     size_t total = 0; /* tree nodes needed at most: the path lengths of kept stacks */
     for (size_t i = 0; i < p->nstacks; i++)
         total += (size_t)p->stacks[i].nframes + 1;
-    d->str_cap = table_cap(2 * (size_t)nu);
     d->node_cap = table_cap(total);
-    d->str = malloc((2 * (size_t)nu + 1) * sizeof *d->str);
+    d->str_cap = table_cap(2 * (size_t)nu + p->nthreads);
+    d->str = malloc((2 * (size_t)nu + p->nthreads + 1) * sizeof *d->str);
     d->str_table = calloc(d->str_cap, sizeof *d->str_table);
+    d->thread_of = malloc((p->nthreads + 1) * sizeof *d->thread_of);
     d->owned = malloc(((size_t)nu + 1) * sizeof *d->owned);
     d->name_of = malloc(((size_t)nu + 1) * sizeof *d->name_of);
     d->file_of = malloc(((size_t)nu + 1) * sizeof *d->file_of);
@@ -694,7 +1020,7 @@ static int data_build(const struct memprof_profile *p, struct html_data *d, uint
     d->node_table = calloc(d->node_cap, sizeof *d->node_table);
     d->leaf = malloc((p->nstacks + 1) * sizeof *d->leaf);
     if (!d->str || !d->str_table || !d->owned || !d->name_of || !d->file_of || !d->parent ||
-        !d->frame || !d->node_table || !d->leaf)
+        !d->frame || !d->node_table || !d->leaf || !d->thread_of)
         return -ENOMEM;
 
     for (uint32_t i = 0; i < nu; i++) {
@@ -711,11 +1037,19 @@ static int data_build(const struct memprof_profile *p, struct html_data *d, uint
         d->name_of[i] = intern(d, label);
         d->file_of[i] = file ? intern(d, file) : UINT32_MAX;
     }
-    /* Stacks with nothing to show in either view stay out of the page. */
+    for (size_t i = 0; i < p->nthreads; i++)
+        d->thread_of[i] = p->threads[i].name ? intern(d, p->threads[i].name) : UINT32_MAX;
+    /* Stacks with nothing to show in any view stay out of the page. */
     for (size_t i = 0; i < p->nstacks; i++) {
         const struct memprof_pstack *st = &p->stacks[i];
         d->leaf[i] = UINT32_MAX;
-        if (st->inuse_space == 0 && st->alloc_space == 0)
+        int any = 0;
+        for (int v = 0; v < MEMPROF_VIEW_COUNT && !any; v++) {
+            struct memprof_pvalue val;
+            memprof__pstack_view(st, (enum memprof_view)v, &val);
+            any = val.bytes != 0;
+        }
+        if (!any)
             continue;
         uint32_t n = memprof__uframes_path(p, &d->u, st, path), node = UINT32_MAX;
         for (uint32_t j = 0; j < n; j++)
@@ -763,19 +1097,66 @@ static uint64_t frame_kind(const struct memprof_profile *p, const struct memprof
     return kind | ((flags & MEMPROF_FRAME_INLINED) ? 4 : 0);
 }
 
-static void write_data(const struct memprof_profile *p, const struct html_data *d, FILE *out)
+/* The standard deviation of an estimate, rounded (the page sums variances of merged rows). */
+static uint64_t sd_of(double var)
 {
-    uint64_t lo, hi;
-    memprof__est_interval((double)p->inuse_space, p->inuse_space_var, &lo, &hi);
-    fprintf(out,
-            "{\"version\":\"" MEMPROF_VERSION_STRING "\",\"time\":%" PRIu64 ",\"rate\":%" PRIu64
-            ",\n\"heap\":{\"bytes\":%" PRIu64 ",\"lo\":%" PRIu64 ",\"hi\":%" PRIu64
-            ",\"objects\":%" PRIu64 ",\"samples\":%" PRIu64 "},\n"
-            "\"health\":{\"dropped\":%" PRIu64 ",\"overflows\":%" PRIu64 ",\"truncated\":%" PRIu64
-            ",\"unresolved\":%" PRIu64 ",\"addresses\":%" PRIu64 "},\n\"strings\":[",
-            p->time_unix_ns / 1000000000u, p->sampling_rate, p->inuse_space, lo, hi,
-            p->inuse_objects, p->live_samples, p->dropped_samples, p->stack_overflows,
-            p->truncated_stacks, p->unresolved_addresses, p->total_addresses);
+    double sd = sqrt(var > 0 ? var : 0);
+    return isfinite(sd) ? memprof__est_round(sd) : 0;
+}
+
+/* One view of a stack in the page's columns: bytes, then lo, hi and sd where the view has a
+ * variance, then objects (not for leaks) and samples. Returns the view's low-information
+ * bit. */
+static unsigned put_view(const struct memprof_pstack *st, enum memprof_view view, uint64_t rate,
+                         FILE *out, size_t *count)
+{
+    struct memprof_pvalue v;
+    struct memprof_export_interval iv;
+    memprof__pstack_view(st, view, &v);
+    memprof__export_interval((double)v.bytes, v.var_known ? v.var : -1.0, v.samples, rate, &iv);
+    put_u64(out, v.bytes, count);
+    if (view == MEMPROF_VIEW_LIVE || view == MEMPROF_VIEW_PEAK) {
+        put_u64(out, iv.lo, count);
+        put_u64(out, iv.hi, count);
+        put_u64(out, sd_of(v.var), count);
+    }
+    if (view != MEMPROF_VIEW_LEAKS)
+        put_u64(out, v.objects, count);
+    put_u64(out, v.samples, count);
+    return v.bytes && iv.low_information ? 1u << view : 0;
+}
+
+static void write_data(const struct memprof_profile *p, const struct html_data *d,
+                       enum memprof_view view, FILE *out)
+{
+    struct memprof_export_interval heap, peak;
+    memprof__export_interval((double)p->inuse_space, p->inuse_space_var, p->live_samples,
+                             p->sampling_rate, &heap);
+    memprof__export_interval((double)p->peak_space, p->peak_space_var, p->peak_samples,
+                             p->sampling_rate, &peak);
+    /* A merged row of the table (several stacks) is marked below this many samples: the
+     * count at which a single estimate of the same variance stops being marked. */
+    uint64_t few = 1;
+    for (struct memprof_export_interval iv; few < 1000; few++) {
+        memprof__export_interval(1e6, -1.0, few, p->sampling_rate, &iv);
+        if (!iv.low_information)
+            break;
+    }
+    fprintf(
+        out,
+        "{\"version\":\"" MEMPROF_VERSION_STRING "\",\"time\":%" PRIu64 ",\"rate\":%" PRIu64
+        ",\"view\":\"%s\",\"few\":%" PRIu64 ",\n\"heap\":{\"bytes\":%" PRIu64 ",\"lo\":%" PRIu64
+        ",\"hi\":%" PRIu64 ",\"low\":%d,\"objects\":%" PRIu64 ",\"samples\":%" PRIu64
+        "},\n\"peak\":{\"bytes\":%" PRIu64 ",\"lo\":%" PRIu64 ",\"hi\":%" PRIu64
+        ",\"low\":%d,\"objects\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"t_ns\":%" PRIu64
+        "},\n\"duration_ns\":%" PRIu64 ",\"temp_threshold_ns\":%" PRIu64
+        ",\n\"health\":{\"dropped\":%" PRIu64 ",\"overflows\":%" PRIu64 ",\"truncated\":%" PRIu64
+        ",\"unresolved\":%" PRIu64 ",\"addresses\":%" PRIu64 "},\n\"strings\":[",
+        p->time_unix_ns / 1000000000u, p->sampling_rate, memprof__view_name(view), few,
+        p->inuse_space, heap.lo, heap.hi, heap.low_information, p->inuse_objects, p->live_samples,
+        p->peak_space, peak.lo, peak.hi, peak.low_information, p->peak_objects, p->peak_samples,
+        p->peak_time_ns, p->duration_ns, p->temp_threshold_ns, p->dropped_samples,
+        p->stack_overflows, p->truncated_stacks, p->unresolved_addresses, p->total_addresses);
     for (uint32_t i = 0; i < d->nstr; i++) {
         fputs(i ? ",\n" : "\n", out);
         memprof__json_string(out, d->str[i], true);
@@ -798,27 +1179,68 @@ static void write_data(const struct memprof_profile *p, const struct html_data *
         put_index(out, d->parent[i], &count);
         put_index(out, d->frame[i], &count);
     }
+    /* The columns of the page's script (C = {...}): keep the two in step. */
     count = 0;
     fputs("],\n\"stacks\":[\n", out);
     for (size_t i = 0; i < p->nstacks; i++) {
         const struct memprof_pstack *st = &p->stacks[i];
         if (d->leaf[i] == UINT32_MAX)
             continue;
-        double sd = sqrt(st->inuse_space_var);
+        unsigned low = 0;
         put_index(out, d->leaf[i], &count);
-        put_u64(out, st->inuse_space, &count);
-        put_u64(out, isfinite(sd) ? memprof__est_round(sd) : 0, &count);
-        put_u64(out, st->inuse_objects, &count);
-        put_u64(out, st->alloc_space, &count);
-        put_u64(out, st->alloc_objects, &count);
-        put_u64(out, st->live_samples, &count);
-        put_u64(out, st->alloc_samples, &count);
+        low |= put_view(st, MEMPROF_VIEW_LIVE, p->sampling_rate, out, &count);
+        low |= put_view(st, MEMPROF_VIEW_ALLOC, p->sampling_rate, out, &count);
+        low |= put_view(st, MEMPROF_VIEW_PEAK, p->sampling_rate, out, &count);
+        low |= put_view(st, MEMPROF_VIEW_TEMPORARY, p->sampling_rate, out, &count);
+        struct memprof_pvalue leak;
+        memprof__pstack_view(st, MEMPROF_VIEW_LEAKS, &leak);
+        struct memprof_export_interval iv;
+        memprof__export_interval((double)leak.bytes, -1.0, leak.samples, p->sampling_rate, &iv);
+        put_u64(out, leak.bytes, &count);
+        put_u64(out, leak.bytes ? memprof__est_round(st->leak_rate) : 0, &count);
+        put_u64(out, leak.samples, &count);
+        low |= leak.bytes && iv.low_information ? 1u << MEMPROF_VIEW_LEAKS : 0;
+        put_u64(out, st->thread <= p->nthreads ? st->thread : 0, &count);
+        put_u64(out, low, &count);
+    }
+    /* Lifetimes only for the stacks that freed samples: most stacks of a long-lived heap
+     * have none, and 16 zeros each would double the page. */
+    count = 0;
+    fputs("],\n\"life\":[", out);
+    for (size_t i = 0, row = 0; i < p->nstacks; i++) {
+        const struct memprof_pstack *st = &p->stacks[i];
+        if (d->leaf[i] == UINT32_MAX)
+            continue;
+        uint64_t freed = 0;
+        for (unsigned b = 0; b < MEMPROF_LIFETIME_BUCKETS; b++)
+            freed += st->lifetimes[b];
+        if (freed) {
+            put_u64(out, row, &count);
+            for (unsigned b = 0; b < MEMPROF_LIFETIME_BUCKETS; b++)
+                put_u64(out, st->lifetimes[b], &count);
+        }
+        row++;
+    }
+    count = 0;
+    fputs("],\n\"threads\":[", out);
+    for (size_t i = 0; i < p->nthreads; i++) {
+        put_u64(out, p->threads[i].tid, &count);
+        put_index(out, d->thread_of[i], &count);
+    }
+    count = 0;
+    fputs("],\n\"series\":[", out);
+    for (size_t i = 0; i < p->nseries; i++) {
+        put_u64(out, p->series[i].t_ns, &count);
+        put_u64(out, p->series[i].live, &count);
+        put_u64(out, p->series[i].alloc, &count);
     }
     fputs("]}\n", out);
 }
 
-int memprof__export_html(const struct memprof_profile *p, FILE *out)
+int memprof__export_html(const struct memprof_profile *p, FILE *out, enum memprof_view view)
 {
+    if ((unsigned)view >= MEMPROF_VIEW_COUNT)
+        return -EINVAL;
     uint32_t longest = 0;
     for (size_t i = 0; i < p->nstacks; i++)
         longest = p->stacks[i].nframes > longest ? p->stacks[i].nframes : longest;
@@ -828,7 +1250,7 @@ int memprof__export_html(const struct memprof_profile *p, FILE *out)
     if (rc == 0) {
         put_lines(page_head, sizeof page_head / sizeof *page_head, out);
         fputs("<script type=\"application/json\" id=\"memprof-data\">", out);
-        write_data(p, &d, out);
+        write_data(p, &d, view, out);
         fputs("</script>\n", out);
         put_lines(page_tail, sizeof page_tail / sizeof *page_tail, out);
         rc = ferror(out) ? -EIO : 0;

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The speedscope writer (https://www.speedscope.app, file format
- * https://www.speedscope.app/file-format-schema.json). One file holds two "sampled"
- * profiles over one shared frame table: estimated live bytes (inuse_space, shown first) and
- * estimated bytes allocated since sampling began (alloc_space). Each stack of the profile
- * becomes one sample, root first as speedscope wants, weighted by its estimate; stacks
+ * https://www.speedscope.app/file-format-schema.json). One file holds one "sampled"
+ * profile per view (profile.h) over one shared frame table, named by the view ("live",
+ * "peak", "alloc", "temporary", "leaks"): the selected view first, which speedscope opens
+ * (activeProfileIndex 0), then the others in that order. Live and allocated bytes are always
+ * there; peak, temporary and leaks only when some stack has bytes in them, so a profile
+ * without that information does not offer an empty view. Each stack of the profile becomes
+ * one sample, root first as speedscope wants, weighted by the view's estimated bytes; stacks
  * whose weight is zero are left out of that profile.
  *
  * Also here: the JSON string escaper and the frame merging shared with the HTML writer
@@ -239,28 +242,30 @@ uint32_t memprof__uframes_path(const struct memprof_profile *p, const struct mem
 
 /* ---- The speedscope file --------------------------------------------------------------- */
 
-static uint64_t weight_of(const struct memprof_pstack *st, int alloc)
+static uint64_t weight_of(const struct memprof_pstack *st, enum memprof_view view)
 {
-    return alloc ? st->alloc_space : st->inuse_space;
+    struct memprof_pvalue v;
+    memprof__pstack_view(st, view, &v);
+    return v.bytes;
 }
 
 /* One "sampled" profile: samples (root-first unique frame indexes) and their weights. */
 static void write_sampled(const struct memprof_profile *p, const struct memprof_uframes *u,
-                          uint32_t *path, int alloc, FILE *out)
+                          uint32_t *path, enum memprof_view view, FILE *out)
 {
     uint64_t total = 0;
     for (size_t i = 0; i < p->nstacks; i++) {
-        uint64_t w = weight_of(&p->stacks[i], alloc);
+        uint64_t w = weight_of(&p->stacks[i], view);
         total = total + w < total ? UINT64_MAX : total + w;
     }
     fprintf(out,
             "{\"type\":\"sampled\",\"name\":\"%s\",\"unit\":\"bytes\",\"startValue\":0,"
             "\"endValue\":%" PRIu64 ",\n\"samples\":[",
-            alloc ? "Allocated bytes (estimated)" : "Live bytes (estimated)", total);
+            memprof__view_name(view), total);
     const char *sep = "";
     for (size_t i = 0; i < p->nstacks; i++) {
         const struct memprof_pstack *st = &p->stacks[i];
-        if (weight_of(st, alloc) == 0)
+        if (weight_of(st, view) == 0)
             continue;
         uint32_t n = memprof__uframes_path(p, u, st, path);
         fprintf(out, "%s\n[", sep);
@@ -272,7 +277,7 @@ static void write_sampled(const struct memprof_profile *p, const struct memprof_
     fputs("],\n\"weights\":[", out);
     sep = "";
     for (size_t i = 0; i < p->nstacks; i++) {
-        uint64_t w = weight_of(&p->stacks[i], alloc);
+        uint64_t w = weight_of(&p->stacks[i], view);
         if (w == 0)
             continue;
         fprintf(out, "%s%" PRIu64, sep, w);
@@ -281,8 +286,23 @@ static void write_sampled(const struct memprof_profile *p, const struct memprof_
     fputs("]}", out);
 }
 
-int memprof__export_speedscope(const struct memprof_profile *p, FILE *out)
+/* Whether the file offers a view: always the selected one, live and allocated bytes; the
+ * others when some stack has bytes in them. */
+static int view_present(const struct memprof_profile *p, enum memprof_view v,
+                        enum memprof_view selected)
 {
+    if (v == selected || v == MEMPROF_VIEW_LIVE || v == MEMPROF_VIEW_ALLOC)
+        return 1;
+    for (size_t i = 0; i < p->nstacks; i++)
+        if (weight_of(&p->stacks[i], v))
+            return 1;
+    return 0;
+}
+
+int memprof__export_speedscope(const struct memprof_profile *p, FILE *out, enum memprof_view view)
+{
+    if ((unsigned)view >= MEMPROF_VIEW_COUNT)
+        return -EINVAL;
     struct memprof_uframes u;
     if (memprof__uframes_build(p, &u) < 0)
         return -ENOMEM;
@@ -322,9 +342,17 @@ int memprof__export_speedscope(const struct memprof_profile *p, FILE *out)
         fputc('}', out);
     }
     fputs("]},\n\"profiles\":[\n", out);
-    write_sampled(p, &u, path, 0, out);
-    fputs(",\n", out);
-    write_sampled(p, &u, path, 1, out);
+    /* The order of the rest: the live heap and its peak, then the
+     * allocation traffic, then what may be wrong with it. */
+    static const enum memprof_view order[] = {MEMPROF_VIEW_LIVE, MEMPROF_VIEW_PEAK,
+                                              MEMPROF_VIEW_ALLOC, MEMPROF_VIEW_TEMPORARY,
+                                              MEMPROF_VIEW_LEAKS};
+    write_sampled(p, &u, path, view, out);
+    for (size_t i = 0; i < sizeof order / sizeof *order; i++)
+        if (order[i] != view && view_present(p, order[i], view)) {
+            fputs(",\n", out);
+            write_sampled(p, &u, path, order[i], out);
+        }
     fputs("]}\n", out);
     free(path);
     memprof__uframes_free(&u);

@@ -4,7 +4,10 @@
  * Python checkers (check_views.py) to parse:
  *
  *     export-gen DIR    ->  DIR/<name>.speedscope.json, DIR/<name>.html   (name: basic,
- *                           special, empty, big), and DIR/big.expect.json
+ *                           special, empty, views, big; the live view selected),
+ *                           DIR/views-<view>.speedscope.json and DIR/views-<view>.html
+ *                           (the views profile with each view selected),
+ *                           and DIR/big.expect.json
  *
  * big.expect.json holds what the big profile must show, derived here independently of the
  * writers: per stack its labels root first and its live and allocated bytes. (Its labels
@@ -18,7 +21,8 @@
 #include "export/export.h"
 #include "profiles.h"
 
-static int write_one(const char *dir, const char *name, const struct memprof_profile *p, int html)
+static int write_one(const char *dir, const char *name, const struct memprof_profile *p, int html,
+                     enum memprof_view view)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.%s", dir, name, html ? "html" : "speedscope.json");
@@ -29,7 +33,7 @@ static int write_one(const char *dir, const char *name, const struct memprof_pro
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int rc = html ? memprof__export_html(p, f) : memprof__export_speedscope(p, f);
+    int rc = html ? memprof__export_html(p, f, view) : memprof__export_speedscope(p, f, view);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     long size = ftell(f);
     if (fclose(f) != 0 && rc == 0)
@@ -83,12 +87,19 @@ int main(int argc, char **argv)
         {"basic", &basic_profile},
         {"special", &special_profile},
         {"empty", &empty_profile},
+        {"views", &views_profile},
         {"big", big},
     };
     int rc = 0;
     for (size_t i = 0; i < sizeof all / sizeof *all && rc == 0; i++)
-        rc = write_one(argv[1], all[i].name, all[i].p, 0) ||
-             write_one(argv[1], all[i].name, all[i].p, 1);
+        rc = write_one(argv[1], all[i].name, all[i].p, 0, MEMPROF_VIEW_LIVE) ||
+             write_one(argv[1], all[i].name, all[i].p, 1, MEMPROF_VIEW_LIVE);
+    for (int v = 0; v < MEMPROF_VIEW_COUNT && rc == 0; v++) {
+        char name[64];
+        snprintf(name, sizeof name, "views-%s", memprof__view_name((enum memprof_view)v));
+        rc = write_one(argv[1], name, &views_profile, 0, (enum memprof_view)v) ||
+             write_one(argv[1], name, &views_profile, 1, (enum memprof_view)v);
+    }
     if (rc == 0)
         rc = write_expectation(argv[1], big);
     big_profile_free(big);

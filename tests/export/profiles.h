@@ -8,6 +8,10 @@
  *   a stack freed since (live bytes 0) and one with no bytes at all.
  * - special: function and file names that try to break JSON and HTML (quotes, backslashes,
  *   control characters, "</script>", "<!--", U+2028, non-ASCII, malformed UTF-8).
+ * - views: every view with its own leader (live: grow_cache, peak: build_report, alloc and
+ *   temporary: parse_request, leaks: leaky_register), a peak at 3.25 s, lifetimes, two leak
+ *   suspects and a site that is not one, threads (one without a name), a heap-over-time
+ *   series, and a site from two samples (low information).
  * - empty: no frames, no stacks.
  * - big: 10,000 stacks of depth 8 to 40 over 2,000 functions (size and speed).
  *
@@ -125,6 +129,118 @@ static struct memprof_profile special_profile = {
     .inuse_objects = 2,
     .live_samples = 2,
 };
+
+
+/* ---- views ---- */
+
+#define MiB (1024ull * 1024ull)
+#define KiB 1024ull
+
+static struct memprof_pframe views_frames[] = {
+    /* 0 */ {.function = "grow_cache", .file = "/src/svc/cache.c", .line = 88, .address = 0x1000},
+    /* 1 */ {.function = "parse_request", .file = "/src/svc/parse.c", .line = 30, .address = 0x2000},
+    /* 2 */ {.function = "leaky_register", .file = "/src/svc/registry.c", .line = 12,
+             .address = 0x3000},
+    /* 3 */ {.function = "build_report", .file = "/src/svc/report.c", .line = 51, .address = 0x4000},
+    /* 4 */ {.function = "handle", .file = "/src/svc/server.c", .line = 200, .address = 0x5000},
+    /* 5 */ {.function = "main", .file = "/src/svc/main.c", .line = 10, .address = 0x6000},
+    /* 6 */ {.function = "worker_loop", .file = "/src/svc/server.c", .line = 150, .address = 0x7000},
+    /* 7 */ {.function = "cache_insert", .file = "/src/svc/cache.c", .line = 120, .address = 0x8000},
+    /* 8 */ {.function = "tiny_site", .file = "/src/svc/tiny.c", .line = 7, .address = 0x9000},
+};
+
+static const uint32_t views_a[] = {0, 4, 5}, views_b[] = {3, 4, 5}, views_c[] = {1, 6, 5},
+                      views_d[] = {2, 6, 5}, views_e[] = {0, 6, 5}, views_g[] = {7, 4, 5},
+                      views_f[] = {8, 5};
+
+/* Threads: 1 main, 2 worker-1, 3 a thread without a name. */
+static struct memprof_pthread views_threads[] = {
+    {.tid = 1001, .name = "main"}, {.tid = 1002, .name = "worker-1"}, {.tid = 1003}};
+
+/* Sorted by live bytes, largest first, as the model keeps them. */
+static struct memprof_pstack views_stacks[] = {
+    /* a: the most live bytes; samples freed after more than 4.5 minutes */
+    {.frames = views_a, .nframes = 3, .inuse_space = 6 * MiB, .inuse_objects = 600,
+     .inuse_space_var = 90000000000.0, .live_samples = 12, .alloc_space = 8 * MiB,
+     .alloc_objects = 800, .alloc_samples = 16, .peak_space = 2 * MiB, .peak_objects = 200,
+     .peak_samples = 4, .peak_space_var = 1e12, .lifetimes = {[15] = 2}, .thread = 1},
+    /* d: the fastest leak */
+    {.frames = views_d, .nframes = 3, .inuse_space = 3 * MiB, .inuse_objects = 3072,
+     .inuse_space_var = 4e11, .live_samples = 12, .alloc_space = 3 * MiB, .alloc_objects = 3072,
+     .alloc_samples = 12, .peak_space = 1536 * KiB, .peak_objects = 1536, .peak_samples = 3,
+     .peak_space_var = 2e11, .leak_space = 3 * MiB, .leak_samples = 12, .leak_rate = 102400.0,
+     .leak_suspect = 1, .thread = 3},
+    /* b: the peak's leader, mostly freed since; lifetimes around a second */
+    {.frames = views_b, .nframes = 3, .inuse_space = 1 * MiB, .inuse_objects = 10,
+     .inuse_space_var = 2.5e11, .live_samples = 2, .alloc_space = 30 * MiB, .alloc_objects = 300,
+     .alloc_samples = 60, .peak_space = 20 * MiB, .peak_objects = 200, .peak_samples = 40,
+     .peak_space_var = 1e13, .lifetimes = {[10] = 8, [11] = 4}, .thread = 2},
+    /* g: a slower leak */
+    {.frames = views_g, .nframes = 3, .inuse_space = 1 * MiB, .inuse_objects = 1024,
+     .inuse_space_var = 2e11, .live_samples = 2, .alloc_space = 1 * MiB, .alloc_objects = 1024,
+     .alloc_samples = 2, .leak_space = 1 * MiB, .leak_samples = 2, .leak_rate = 10240.0,
+     .leak_suspect = 1, .thread = 1},
+    /* e: survivors with a leak statistic, but not a suspect */
+    {.frames = views_e, .nframes = 3, .inuse_space = 512 * KiB, .inuse_objects = 8,
+     .inuse_space_var = 5e10, .live_samples = 1, .alloc_space = 512 * KiB, .alloc_objects = 8,
+     .alloc_samples = 1, .leak_space = 512 * KiB, .leak_samples = 1, .leak_rate = 900000.0,
+     .thread = 1},
+    /* c: the allocation traffic, nearly all of it temporary */
+    {.frames = views_c, .nframes = 3, .inuse_space = 64 * KiB, .inuse_objects = 64,
+     .inuse_space_var = 1e9, .live_samples = 1, .alloc_space = 400 * MiB,
+     .alloc_objects = 409600, .alloc_samples = 800, .peak_space = 512 * KiB, .peak_objects = 512,
+     .peak_samples = 1, .peak_space_var = 2.5e11, .temp_space = 390 * MiB,
+     .temp_objects = 399360, .temp_samples = 780, .lifetimes = {[3] = 50, [4] = 30, [5] = 10,
+     [8] = 5}, .thread = 2},
+    /* f: two samples of a small site, thread not known */
+    {.frames = views_f, .nframes = 2, .inuse_space = 4 * KiB, .inuse_objects = 4,
+     .inuse_space_var = 1.6e7, .live_samples = 2, .alloc_space = 4 * KiB, .alloc_objects = 4,
+     .alloc_samples = 2},
+};
+
+/* The heap over time: up to the peak at 3.25 s, then down to what is live at 10 s. */
+static struct memprof_ppoint views_series[] = {
+    {0, 0, 0},
+    {500000000, 3 * MiB, 40 * MiB},
+    {1000000000, 7 * MiB, 90 * MiB},
+    {2000000000, 15 * MiB, 180 * MiB},
+    {3000000000, 23 * MiB, 260 * MiB},
+    {3250000000, 24 * MiB, 280 * MiB},
+    {4000000000, 18 * MiB, 320 * MiB},
+    {6000000000, 13 * MiB, 380 * MiB},
+    {8000000000, 12 * MiB, 420 * MiB},
+    {10000000000, 11 * MiB + 580 * KiB, 442 * MiB + 516 * KiB},
+};
+
+static struct memprof_profile views_profile = {
+    .sampling_rate = 524288,
+    .time_unix_ns = 1700000000000000000ull,
+    .frames = views_frames,
+    .nframes = sizeof views_frames / sizeof *views_frames,
+    .stacks = views_stacks,
+    .nstacks = sizeof views_stacks / sizeof *views_stacks,
+    /* The sums of the stacks' live values. */
+    .inuse_space = 11 * MiB + 580 * KiB,
+    .inuse_objects = 4782,
+    .live_samples = 32,
+    .inuse_space_var = 90000000000.0 + 2.5e11 + 1e9 + 4e11 + 5e10 + 2e11 + 1.6e7,
+    /* The peak: the sums of the stacks' peak values. */
+    .peak_space = 24 * MiB,
+    .peak_objects = 2448,
+    .peak_samples = 48,
+    .peak_space_var = 1e12 + 1e13 + 2.5e11 + 2e11,
+    .peak_time_ns = 3250000000ull,
+    .duration_ns = 10000000000ull,
+    .temp_threshold_ns = 1000000,
+    .series = views_series,
+    .nseries = sizeof views_series / sizeof *views_series,
+    .threads = views_threads,
+    .nthreads = sizeof views_threads / sizeof *views_threads,
+    .total_addresses = 9,
+};
+
+#undef MiB
+#undef KiB
 
 // clang-format on
 

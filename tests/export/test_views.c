@@ -131,12 +131,12 @@ static void test_write_error(void)
     if (!f)
         SKIP("no /dev/full");
     setvbuf(f, NULL, _IONBF, 0);
-    EXPECT_EQ(memprof__export_speedscope(&basic_profile, f), -EIO);
+    EXPECT_EQ(memprof__export_speedscope(&basic_profile, f, MEMPROF_VIEW_LIVE), -EIO);
     fclose(f);
     f = fopen("/dev/full", "w");
     CHECK(f != NULL);
     setvbuf(f, NULL, _IONBF, 0);
-    EXPECT_EQ(memprof__export_html(&basic_profile, f), -EIO);
+    EXPECT_EQ(memprof__export_html(&basic_profile, f, MEMPROF_VIEW_LIVE), -EIO);
     fclose(f);
 }
 
@@ -148,10 +148,10 @@ static void test_deterministic(void)
     for (int html = 0; html < 2; html++) {
         FILE *fa = open_memstream(&a, &na), *fb = open_memstream(&b, &nb);
         CHECK(fa && fb);
-        int ra = html ? memprof__export_html(&basic_profile, fa)
-                      : memprof__export_speedscope(&basic_profile, fa);
-        int rb = html ? memprof__export_html(&basic_profile, fb)
-                      : memprof__export_speedscope(&basic_profile, fb);
+        int ra = html ? memprof__export_html(&views_profile, fa, MEMPROF_VIEW_PEAK)
+                      : memprof__export_speedscope(&views_profile, fa, MEMPROF_VIEW_PEAK);
+        int rb = html ? memprof__export_html(&views_profile, fb, MEMPROF_VIEW_PEAK)
+                      : memprof__export_speedscope(&views_profile, fb, MEMPROF_VIEW_PEAK);
         fclose(fa);
         fclose(fb);
         EXPECT(ra == 0 && rb == 0);
@@ -162,9 +162,30 @@ static void test_deterministic(void)
     }
 }
 
+/* A view number out of range is refused before anything is written. */
+static void test_unknown_view_is_refused(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(f != NULL);
+    EXPECT_EQ(memprof__export_speedscope(&basic_profile, f, (enum memprof_view)MEMPROF_VIEW_COUNT),
+              -EINVAL);
+    EXPECT_EQ(memprof__export_html(&basic_profile, f, (enum memprof_view)MEMPROF_VIEW_COUNT),
+              -EINVAL);
+    fclose(f);
+    EXPECT_EQ(len, 0);
+    free(buf);
+}
+
 static const struct test_case cases[] = {
-    TEST_CASE(test_escape_ascii),  TEST_CASE(test_escape_utf8), TEST_CASE(test_escape_malformed),
-    TEST_CASE(test_unique_frames), TEST_CASE(test_write_error), TEST_CASE(test_deterministic),
+    TEST_CASE(test_escape_ascii),
+    TEST_CASE(test_escape_utf8),
+    TEST_CASE(test_escape_malformed),
+    TEST_CASE(test_unique_frames),
+    TEST_CASE(test_write_error),
+    TEST_CASE(test_deterministic),
+    TEST_CASE(test_unknown_view_is_refused),
 };
 
 int main(int argc, char **argv)

@@ -1,0 +1,395 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tests of the text and collapsed writers' views (doc/guide.md, "Views") on the known
+ * profiles of profiles.h: the heading states the peak, the live heap and the bytes
+ * allocated in total, never a bare "0 B"; each view ranks its own leader first, with
+ * intervals where the view has a variance, the lifetimes of freed samples, the thread and a
+ * mark on estimates from few samples; the leaks view ranks the suspects by rate and says
+ * when there are none; the collapsed lines of a view sum to that view's total. The numbers
+ * expected are those written into profiles.h, so a writer that reads the wrong field fails.
+ */
+#include <errno.h>
+
+#include "export/export.h"
+#include "profiles.h"
+#include "test.h"
+
+/* What a writer wrote for a profile, as a string (freed by the caller). */
+static char *text_of(const struct memprof_profile *p, enum memprof_view view, unsigned top)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    int rc = memprof__export_text(p, f, view, top);
+    fclose(f);
+    if (rc != 0) {
+        fprintf(stderr, "text writer: %d\n", rc);
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static char *collapsed_of(const struct memprof_profile *p, enum memprof_view view, bool objects)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    int rc = memprof__export_collapsed(p, f, view, objects);
+    fclose(f);
+    if (rc != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+#define EXPECT_HAS(text, needle)                                                                   \
+    do {                                                                                           \
+        if (!EXPECT(strstr(text, needle) != NULL))                                                 \
+            fprintf(stderr, "  missing: %s\n  in:\n%s\n", needle, text);                           \
+    } while (0)
+
+#define EXPECT_LACKS(text, needle)                                                                 \
+    do {                                                                                           \
+        if (!EXPECT(strstr(text, needle) == NULL))                                                 \
+            fprintf(stderr, "  unexpected: %s\n  in:\n%s\n", needle, text);                        \
+    } while (0)
+
+/* The line of rank `n` ("  1. ..."), copied into buf; "" when there is none. */
+static const char *ranked_line(const char *text, unsigned n, char *buf, size_t size)
+{
+    char want[16];
+    snprintf(want, sizeof want, "%3u. ", n);
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        if (len >= 5 && strncmp(line, want, 5) == 0) {
+            snprintf(buf, size, "%.*s", (int)len, line);
+            return buf;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    buf[0] = 0;
+    return buf;
+}
+
+static bool ends_with(const char *s, const char *tail)
+{
+    size_t a = strlen(s), b = strlen(tail);
+    return a >= b && strcmp(s + a - b, tail) == 0;
+}
+
+#define EXPECT_RANK(text, n, site)                                                                 \
+    do {                                                                                           \
+        char line_[512];                                                                           \
+        ranked_line(text, n, line_, sizeof line_);                                                 \
+        if (!EXPECT(ends_with(line_, "  " site)))                                                  \
+            fprintf(stderr, "  rank %u is '%s', expected site %s\n", n, line_, site);              \
+    } while (0)
+
+static void test_heading_states_peak_live_and_total(void)
+{
+    char *t = text_of(&views_profile, MEMPROF_VIEW_LIVE, 20);
+    CHECK(t != NULL);
+    EXPECT_HAS(t, "Estimated live heap: 11.6 MiB (95% interval ");
+    EXPECT_HAS(t, "Peak: 24.0 MiB (95% interval ");
+    EXPECT_HAS(t, ") at 3.25 s; live at the snapshot (10.0 s): 11.6 MiB; allocated in total: "
+                  "442.5 MiB\n");
+    free(t);
+}
+
+static void test_zero_live_heap_names_peak_and_allocated(void)
+{
+    struct memprof_profile p = views_profile;
+    p.inuse_space = 0;
+    p.inuse_objects = 0;
+    p.live_samples = 0;
+    p.inuse_space_var = 0;
+    char *t = text_of(&p, MEMPROF_VIEW_LIVE, 20);
+    CHECK(t != NULL);
+    EXPECT_HAS(t, "Estimated live heap: 0 B live at the snapshot; peak 24.0 MiB (95% interval ");
+    EXPECT_HAS(t, ") at 3.25 s; allocated in total: 442.5 MiB\n");
+    EXPECT_LACKS(t, "Estimated live heap: 0 B (");
+    free(t);
+}
+
+static void test_profile_without_peak_says_so(void)
+{
+    char *t = text_of(&basic_profile, MEMPROF_VIEW_LIVE, 20);
+    CHECK(t != NULL);
+    EXPECT_HAS(t, "Peak: not recorded in this profile; allocated in total: 14.4 KiB\n");
+    free(t);
+}
+
+static void test_each_view_ranks_its_own_leader_first(void)
+{
+    static const struct {
+        enum memprof_view view;
+        const char *first;
+    } cases[] = {
+        {MEMPROF_VIEW_LIVE, "grow_cache"},      {MEMPROF_VIEW_PEAK, "build_report"},
+        {MEMPROF_VIEW_ALLOC, "parse_request"},  {MEMPROF_VIEW_TEMPORARY, "parse_request"},
+        {MEMPROF_VIEW_LEAKS, "leaky_register"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *t = text_of(&views_profile, cases[i].view, 20);
+        CHECK(t != NULL);
+        char line[512];
+        ranked_line(t, 1, line, sizeof line);
+        if (!EXPECT(ends_with(line, cases[i].first)))
+            fprintf(stderr, "  view %s: first site line '%s'\n", memprof__view_name(cases[i].view),
+                    line);
+        free(t);
+    }
+}
+
+static void test_peak_view_shows_intervals_and_the_peak_time(void)
+{
+    char *t = text_of(&views_profile, MEMPROF_VIEW_PEAK, 20);
+    CHECK(t != NULL);
+    EXPECT_HAS(t, "Top sites by estimated bytes live at the peak (24.0 MiB at 3.25 s):\n");
+    /* build_report: 20 MiB from 40 samples, sd 3.16 MB */
+    EXPECT_HAS(t, "  1. 20.0 MiB (95% interval 14.1 MiB to 25.9 MiB), ~200 allocations, 40 "
+                  "samples  build_report\n");
+    /* Stacks that held nothing at the peak are not ranked. */
+    EXPECT_LACKS(t, "cache_insert\n");
+    free(t);
+}
+
+static void test_alloc_view_has_no_interval(void)
+{
+    char *t = text_of(&views_profile, MEMPROF_VIEW_ALLOC, 20);
+    CHECK(t != NULL);
+    EXPECT_HAS(t, "Top sites by estimated bytes allocated since sampling began:\n");
+    EXPECT_HAS(t, "  1. 400.0 MiB, ~409600 allocations, 800 samples  parse_request\n");
+    free(t);
+}
+
+static void test_temporary_view_names_its_threshold(void)
+{
+    char *t = text_of(&views_profile, MEMPROF_VIEW_TEMPORARY, 20);
+    CHECK(t != NULL);
+    EXPECT_HAS(t, "temporary allocations (freed within 1 ms):\n");
+    EXPECT_HAS(t, "  1. 390.0 MiB, ~399360 allocations, 780 samples  parse_request\n");
+    EXPECT_LACKS(t, "  2. ");
+    free(t);
+}
+
+static void test_leaks_view_ranks_suspects_by_rate(void)
+{
+    char *t = text_of(&views_profile, MEMPROF_VIEW_LEAKS, 20);
+    CHECK(t != NULL);
+    EXPECT_HAS(t, "  1. leaking ~100.0 KiB/s over the window, 3.0 MiB of survivors, 12 samples  "
+                  "leaky_register\n");
+    EXPECT_HAS(t, "  2. leaking ~10.0 KiB/s over the window (few samples), 1.0 MiB of survivors, "
+                  "2 samples  cache_insert\n");
+    /* grow_cache's second stack has a leak statistic but is no suspect. */
+    EXPECT_LACKS(t, "  3. ");
+    free(t);
+}
+
+static void test_leaks_view_without_suspects_says_so(void)
+{
+    char *t = text_of(&basic_profile, MEMPROF_VIEW_LEAKS, 20);
+    CHECK(t != NULL);
+    EXPECT_HAS(t, "  No leak suspects: ");
+    EXPECT_LACKS(t, "  1. ");
+    free(t);
+}
+
+static void test_sites_show_lifetimes_and_thread(void)
+{
+    char *t = text_of(&views_profile, MEMPROF_VIEW_ALLOC, 20);
+    CHECK(t != NULL);
+    /* parse_request: 50 freed under 64 us, 30 more under 256 us, 10 under 1.02 ms, 5 more. */
+    EXPECT_HAS(t, "parse_request\n        freed after: p50 < 64 us, p90 < 1.02 ms; thread "
+                  "worker-1 (tid 1002)\n        at parse_request (/src/svc/parse.c:30)\n");
+    /* grow_cache: freed after the last bucket's edge. */
+    EXPECT_HAS(t, "freed after: p50 >= 268 s, p90 >= 268 s; thread main (tid 1001)\n");
+    /* A thread without a name is shown by its id; a site that freed nothing has no lifetimes. */
+    EXPECT_HAS(t, "leaky_register\n        thread tid 1003\n");
+    free(t);
+}
+
+static void test_few_samples_are_marked(void)
+{
+    char *t = text_of(&views_profile, MEMPROF_VIEW_LIVE, 20);
+    CHECK(t != NULL);
+    EXPECT_HAS(t, ", few samples), ~4 allocations, 2 samples  tiny_site\n");
+    free(t);
+}
+
+static void test_threads_section_sums_the_view(void)
+{
+    char *t = text_of(&views_profile, MEMPROF_VIEW_LIVE, 20);
+    CHECK(t != NULL);
+    /* main: 6 MiB + 512 KiB + 1 MiB; tid 1003: 3 MiB; worker-1: 1 MiB + 64 KiB; 4 KiB unknown */
+    EXPECT_HAS(t, "\nThreads (estimated bytes, live view):\n"
+                  "     7.5 MiB  main (tid 1001)\n"
+                  "     3.0 MiB  tid 1003\n"
+                  "     1.1 MiB  worker-1 (tid 1002)\n"
+                  "     4.0 KiB  (thread not known)\n");
+    free(t);
+    /* A profile that knows no threads has no such section. */
+    t = text_of(&basic_profile, MEMPROF_VIEW_LIVE, 20);
+    CHECK(t != NULL);
+    EXPECT_LACKS(t, "Threads");
+    free(t);
+}
+
+static void test_top_limits_the_sites(void)
+{
+    char *t = text_of(&views_profile, MEMPROF_VIEW_LIVE, 2);
+    CHECK(t != NULL);
+    EXPECT_RANK(t, 2, "leaky_register");
+    EXPECT_LACKS(t, "  3. ");
+    free(t);
+}
+
+/* The sum of a view's collapsed values, and its number of lines. */
+static uint64_t collapsed_sum(const char *text, unsigned *lines)
+{
+    uint64_t sum = 0;
+    *lines = 0;
+    for (const char *line = text; *line;) {
+        const char *end = strchr(line, '\n');
+        const char *sp = line;
+        for (const char *c = line; c < end; c++)
+            if (*c == ' ')
+                sp = c;
+        sum += strtoull(sp + 1, NULL, 10);
+        (*lines)++;
+        line = end + 1;
+    }
+    return sum;
+}
+
+static void test_collapsed_view_sums_to_view_total(void)
+{
+    static const struct {
+        enum memprof_view view;
+        uint64_t total;
+        unsigned lines;
+    } cases[] = {
+        {MEMPROF_VIEW_LIVE, 11 * 1048576ull + 580 * 1024, 7},
+        {MEMPROF_VIEW_ALLOC, 442 * 1048576ull + 516 * 1024, 7},
+        {MEMPROF_VIEW_PEAK, 24 * 1048576ull, 4},
+        {MEMPROF_VIEW_TEMPORARY, 390 * 1048576ull, 1},
+        {MEMPROF_VIEW_LEAKS, 4 * 1048576ull, 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *t = collapsed_of(&views_profile, cases[i].view, false);
+        CHECK(t != NULL);
+        unsigned lines;
+        uint64_t sum = collapsed_sum(t, &lines);
+        if (!EXPECT(sum == cases[i].total && lines == cases[i].lines))
+            fprintf(stderr, "  view %s: %u lines summing to %" PRIu64 "\n%s",
+                    memprof__view_name(cases[i].view), lines, sum, t);
+        free(t);
+    }
+}
+
+static void test_collapsed_counts_objects_of_the_view(void)
+{
+    char *t = collapsed_of(&views_profile, MEMPROF_VIEW_PEAK, true);
+    CHECK(t != NULL);
+    unsigned lines;
+    EXPECT_EQ_U(collapsed_sum(t, &lines), 2448);
+    EXPECT_HAS(t, "main;handle;build_report 200\n");
+    free(t);
+    /* The leaks view has bytes only. */
+    t = collapsed_of(&views_profile, MEMPROF_VIEW_LEAKS, true);
+    CHECK(t != NULL);
+    EXPECT(t[0] == 0);
+    free(t);
+}
+
+static void test_collapsed_three_argument_form_keeps_its_values(void)
+{
+    /* The pre-views call (enum memprof_value) still works while callers move over. */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(f != NULL);
+    EXPECT_EQ(memprof__export_collapsed(&views_profile, f, MEMPROF_VALUE_ALLOC_OBJECTS), 0);
+    fclose(f);
+    EXPECT_HAS(buf, "main;worker_loop;parse_request 409600\n");
+    free(buf);
+}
+
+static void test_empty_profile_says_nothing_was_sampled(void)
+{
+    char *t = text_of(&empty_profile, MEMPROF_VIEW_PEAK, 20);
+    CHECK(t != NULL);
+    EXPECT_HAS(t, "Estimated live heap: 0 B (95% interval 0 B to 0 B), ~0 allocations, from 0 "
+                  "live samples\n");
+    EXPECT_LACKS(t, "Peak");
+    EXPECT_HAS(t, "  (no samples in the peak view)\n");
+    free(t);
+}
+
+static void test_collapsed_keeps_one_line_per_stack_whatever_the_names(void)
+{
+    /* Newlines and semicolons in names would split a line or a frame. */
+    char *t = collapsed_of(&special_profile, MEMPROF_VIEW_LIVE, false);
+    CHECK(t != NULL);
+    unsigned lines;
+    EXPECT_EQ_U(collapsed_sum(t, &lines), 96);
+    EXPECT_EQ(lines, 2);
+    free(t);
+}
+
+static void test_value_names_a_view_and_unit(void)
+{
+    bool objects;
+    EXPECT_EQ(memprof__value_view(MEMPROF_VALUE_INUSE_SPACE, &objects), MEMPROF_VIEW_LIVE);
+    EXPECT(!objects);
+    EXPECT_EQ(memprof__value_view(MEMPROF_VALUE_ALLOC_OBJECTS, &objects), MEMPROF_VIEW_ALLOC);
+    EXPECT(objects);
+}
+
+static void test_text_write_error_and_unknown_view(void)
+{
+    FILE *f = fopen("/dev/full", "w");
+    if (!f)
+        SKIP("no /dev/full");
+    setvbuf(f, NULL, _IONBF, 0);
+    EXPECT_EQ(memprof__export_text(&views_profile, f, MEMPROF_VIEW_PEAK, 20), -EIO);
+    EXPECT_EQ(memprof__export_collapsed(&views_profile, f, MEMPROF_VIEW_PEAK, false), -EIO);
+    EXPECT_EQ(memprof__export_text(&views_profile, f, (enum memprof_view)MEMPROF_VIEW_COUNT, 20),
+              -EINVAL);
+    fclose(f);
+}
+
+static const struct test_case cases[] = {
+    TEST_CASE(test_heading_states_peak_live_and_total),
+    TEST_CASE(test_zero_live_heap_names_peak_and_allocated),
+    TEST_CASE(test_profile_without_peak_says_so),
+    TEST_CASE(test_each_view_ranks_its_own_leader_first),
+    TEST_CASE(test_peak_view_shows_intervals_and_the_peak_time),
+    TEST_CASE(test_alloc_view_has_no_interval),
+    TEST_CASE(test_temporary_view_names_its_threshold),
+    TEST_CASE(test_leaks_view_ranks_suspects_by_rate),
+    TEST_CASE(test_leaks_view_without_suspects_says_so),
+    TEST_CASE(test_sites_show_lifetimes_and_thread),
+    TEST_CASE(test_few_samples_are_marked),
+    TEST_CASE(test_threads_section_sums_the_view),
+    TEST_CASE(test_top_limits_the_sites),
+    TEST_CASE(test_collapsed_view_sums_to_view_total),
+    TEST_CASE(test_collapsed_counts_objects_of_the_view),
+    TEST_CASE(test_collapsed_three_argument_form_keeps_its_values),
+    TEST_CASE(test_empty_profile_says_nothing_was_sampled),
+    TEST_CASE(test_collapsed_keeps_one_line_per_stack_whatever_the_names),
+    TEST_CASE(test_value_names_a_view_and_unit),
+    TEST_CASE(test_text_write_error_and_unknown_view),
+};
+
+int main(int argc, char **argv)
+{
+    return TEST_MAIN(cases, false);
+}
