@@ -383,7 +383,7 @@ int memprof_cli_export(const struct memprof_profile *p, memprof_format f, FILE *
 {
     switch (f) {
     case MEMPROF_FORMAT_PPROF:
-        return memprof__export_pprof(p, out); /* every view, as sample types */
+        return memprof__export_pprof(p, out); /* every view: sample types, labels */
     case MEMPROF_FORMAT_SPEEDSCOPE:
         return memprof__export_speedscope(p, out, view);
     case MEMPROF_FORMAT_COLLAPSED:

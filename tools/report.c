@@ -10,7 +10,8 @@
  * --view chooses what the human-facing formats show (live, alloc, peak, temporary, leaks;
  * doc/guide.md, "Views"); --value chooses bytes or objects for the collapsed format and, in
  * its older pprof-style names (inuse_space, alloc_objects, ...), a view as well. pprof takes
- * neither: it carries every view as a sample type of its own.
+ * neither: it carries every view itself (peak and temporary as sample types, the leak
+ * statistic, lifetimes and threads as labels).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -46,7 +47,7 @@ static int settle_view(struct report_job *job, const char *view_s, int view, con
     if (job->format == MEMPROF_FORMAT_PPROF && (view_s || value_s))
         return memprof_cli_usage_error("report",
                                        "%s applies to text, collapsed, speedscope and html; pprof "
-                                       "carries every view as a sample type of its own",
+                                       "carries every view itself (sample types and labels)",
                                        view_s ? "--view" : "--value");
     if (view >= 0 && value_view >= 0 && view != value_view)
         return memprof_cli_usage_error("report",

@@ -8,7 +8,8 @@
  * The human-facing writers (text, collapsed, speedscope, HTML) take the view to show
  * (profile.h, enum memprof_view; doc/guide.md, "Views"): the text and collapsed writers show
  * that view only, speedscope and HTML carry every view the profile has and open on the
- * selected one. pprof carries every view as sample types and takes none.
+ * selected one. pprof carries every view itself (peak and temporary as sample types, the
+ * leak statistic, lifetimes and threads as labels) and takes none.
  */
 #ifndef MEMPROF_EXPORT_EXPORT_H
 #define MEMPROF_EXPORT_EXPORT_H

@@ -158,6 +158,11 @@ def t_bad_options(tmp):
         ["report", "--format", "svg", "x.pb.gz"],
         ["report", "--top", "-3", "x.pb.gz"],
         ["report", "--value", "wrong", "x.pb.gz"],
+        ["report", "--view", "nope", "x.pb.gz"],
+        ["report", "--view", "peak", "--format", "pprof", "x.pb.gz"],
+        ["report", "--view", "peak", "--value", "alloc_space", "x.pb.gz"],
+        ["report", "--value", "objects", "--format", "text", "x.pb.gz"],
+        ["report", "--view", "leaks", "--value", "objects", "--format", "collapsed", "x.pb.gz"],
         ["report", "a.pb.gz", "b.pb.gz"],
         ["diff"],
         ["diff", "a.pb.gz"],
@@ -168,6 +173,8 @@ def t_bad_options(tmp):
     for args in cases:
         p = memprof(*args, cwd=tmp)
         one_line_error(p, 2)
+    p = memprof("report", "--view", "nope", "x.pb.gz", cwd=tmp)
+    one_line_error(p, 2, r"--view 'nope': expected live, alloc, peak, temporary or leaks")
     # A bad option never starts the program.
     p = memprof("run", "-r", "0", "--", "sh", "-c", "touch " + marker, cwd=tmp)
     one_line_error(p, 2, r"--rate '0'")
@@ -405,6 +412,28 @@ def t_run_profile(tmp):
               for l in folded), "no grow_cache stack in the collapsed output")
     r = memprof("report", "--format", "collapsed", "--value", "alloc_objects", path, cwd=tmp)
     check(r.returncode == 0 and lines(r.out), "collapsed alloc_objects: exit %d" % r.returncode)
+    # --view: nothing is freed, so the peak holds what is live and grow_cache leads it.
+    r = memprof("report", "--view", "peak", "--top", "1", path, cwd=tmp)
+    ranked = re.findall(r"^\s*\d+\. .*", r.out, re.M)
+    check(r.returncode == 0 and "live at the peak" in r.out and len(ranked) == 1 and
+          ranked[0].endswith("grow_cache"), "report --view peak: %r" % ranked)
+    check(re.search(r"^Peak: .* at .*; allocated in total: ", r.out, re.M),
+          "report text lacks the peak line: %r" % r.out[:600])
+    for view, title in [("alloc", "allocated since sampling began"),
+                        ("temporary", "temporary allocations"), ("leaks", "Leak suspects")]:
+        r = memprof("report", "--view", view, path, cwd=tmp)
+        check(r.returncode == 0 and title in r.out, "report --view %s: exit %d, %r" % (
+            view, r.returncode, r.out[-300:]))
+    r = memprof("report", "--format", "collapsed", "--view", "peak", "--value", "objects", path,
+                cwd=tmp)
+    check(r.returncode == 0 and any(re.search(r";grow_cache \d+$", l) for l in lines(r.out)),
+          "collapsed --view peak --value objects: exit %d" % r.returncode)
+    r = memprof("report", "--format", "speedscope", "--view", "peak", path, cwd=tmp)
+    names = [p["name"] for p in json.loads(r.out)["profiles"]] if r.returncode == 0 else []
+    check(names[:1] == ["peak"] and "live" in names and "alloc" in names,
+          "speedscope --view peak: profiles %r" % names)
+    r = memprof("report", "--format", "html", "--view", "alloc", path, cwd=tmp)
+    check(r.returncode == 0 and '"view":"alloc"' in r.out, "html --view alloc")
     r = memprof("report", "--format", "speedscope", path, cwd=tmp)
     check(r.returncode == 0, "speedscope: exit %d" % r.returncode)
     doc = json.loads(r.out)
