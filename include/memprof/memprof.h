@@ -573,6 +573,13 @@ typedef struct memprof_view_site {
     uint64_t lifetime_p90_ns; /**< 90th percentile of the same. */
     double leak_rate;         /**< Leaks view: estimated bytes per second leaked over the
                                    steady window; 0 otherwise. */
+    uint64_t thread_id;       /**< Kernel id of the thread that allocated; 0 if not known
+                                   (after the first 255 threads that sampled, threads share
+                                   "not known"). A site allocated by several threads is one
+                                   site per thread. */
+    const char *thread_name;  /**< Its name (as `pthread_setname_np()` set it, read at its
+                                   first sample and again at the snapshot while it runs);
+                                   NULL if not known. Valid until the snapshot is freed. */
 } memprof_view_site;
 
 /**

@@ -84,6 +84,11 @@ int memprof_snapshot_view_site(const memprof_snapshot *snapshot, memprof_view vi
         .lifetime_p90_ns = lifetime_quantile(site, 0.9),
         .leak_rate = view == MEMPROF_VIEW_LEAKS ? site->leak.rate : 0,
     };
+    if (site->thread && site->thread <= snapshot->nthreads) {
+        const struct memprof_snap_thread *t = &snapshot->threads[site->thread - 1];
+        info.thread_id = t->tid;
+        info.thread_name = t->name[0] ? t->name : NULL;
+    }
     /* Views without a variance: each sample taken to weigh the site's mean. */
     double var = view == MEMPROF_VIEW_LIVE || view == MEMPROF_VIEW_PEAK
                      ? e->bytes_var

@@ -246,7 +246,8 @@ void memprof__record_mixed(uint64_t key, size_t size, const uintptr_t *frames, u
     if (truncated)
         memprof_atomic_add_relaxed(&E.truncated_stacks, 1);
     count_depth(native);
-    uint32_t id = memprof__st_intern_mixed(&E.st, frames, depth, native, source, truncated);
+    unsigned thread = memprof__threads_self(&E.threads);
+    uint32_t id = memprof__st_intern_mixed(&E.st, frames, depth, native, source, thread, truncated);
     struct memprof_stack *s = memprof__st_get(&E.st, id);
     uint64_t ts = memprof__pf_now_ns();
     bool live = insert(key, size, id, ts);
@@ -450,6 +451,7 @@ static void atfork_child(void)
     memprof__tls.stack_lo = memprof__tls.stack_top = 0;
     memprof__capture_after_fork();
     memprof__hist_after_fork(&E.hist);
+    memprof__threads_after_fork();
     memprof_atomic_store_relaxed(&E.bloom.rebuilding, 0);
     /* A rebuild cut short by the fork left gen odd: the active filter is intact, and the
      * half-built one is rebuilt from scratch next time, so just end the rebuild. */

@@ -45,6 +45,7 @@
 #include "core/sampleheap.h"
 #include "core/sampler.h"
 #include "core/stacktab.h"
+#include "core/threads.h"
 #include "memprof/memprof.h"
 
 /* Mean of the countdown drawn while not sampling: the cold path then runs about once per
@@ -101,6 +102,8 @@ struct memprof_engine {
     _Atomic uint64_t origin_ns;
     /* The peak picture and the heap over time (history.h). */
     struct memprof_history hist;
+    /* The threads that took samples (threads.h). */
+    struct memprof_threads threads;
 
     /* Addresses the Bloom filter let through to the heap map, which did not know them: a
      * freed sample's bits stay set until a rebuild, and allocators hand the same address

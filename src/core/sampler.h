@@ -42,6 +42,7 @@ struct memprof_tls {
     uint32_t generation; /* engine generation the countdown was drawn for */
     uint8_t guard;       /* set while profiler code runs on this thread (re-entrancy) */
     uint8_t seeded;      /* rng has been seeded (cleared in a fork child) */
+    uint16_t thread;     /* threads.h index; 0 = not registered, UINT16_MAX = registry full */
 };
 
 /* initial-exec: a __tls_get_addr call could itself allocate and recurse into the hooks. */

@@ -7,6 +7,7 @@
 #include "core/snapshot.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "common/atomic.h"
@@ -185,6 +186,19 @@ static void rank_views(struct memprof_snapshot *s, struct ranked *work)
     }
 }
 
+/* The registry's threads, with the names of those still alive read afresh. */
+static void take_threads(struct memprof_snapshot *s)
+{
+    memprof__threads_refresh(&E.threads);
+    s->nthreads = memprof__threads_count(&E.threads);
+    for (size_t i = 0; i < s->nthreads; i++) {
+        uint64_t tid = 0;
+        const char *name = memprof__threads_get(&E.threads, (unsigned)i, &tid);
+        s->threads[i].tid = tid;
+        snprintf(s->threads[i].name, sizeof s->threads[i].name, "%s", name ? name : "");
+    }
+}
+
 static size_t align_up(size_t n)
 {
     return (n + 63) & ~(size_t)63;
@@ -202,8 +216,10 @@ int memprof__snapshot_take(struct memprof_snapshot **out)
     size_t cap = (size_t)MEMPROF_HM_MIN_SEG << active;
     size_t off_samples = align_up(sizeof(struct memprof_snapshot));
     size_t off_series = align_up(off_samples + cap * sizeof(struct memprof_snap_sample));
-    size_t off_work =
+    size_t off_threads =
         align_up(off_series + (MEMPROF_SERIES_CAP + 1) * sizeof(struct memprof_hist_point));
+    size_t off_work =
+        align_up(off_threads + MEMPROF_MAX_THREADS * sizeof(struct memprof_snap_thread));
     /* Work space for the leak statistic: a time and a weight per sample. */
     size_t bytes = off_work + cap * (sizeof(uint64_t) + sizeof(double));
     unsigned char *mem = memprof__pf_map(bytes);
@@ -218,6 +234,8 @@ int memprof__snapshot_take(struct memprof_snapshot **out)
     s->temp_threshold_ns = memprof__engine_temp_threshold();
     s->series = (struct memprof_hist_point *)(mem + off_series);
     s->nseries = memprof__hist_read_series(&E.hist, s->series);
+    s->threads = (struct memprof_snap_thread *)(mem + off_threads);
+    take_threads(s);
     s->stacks = &E.st;
     s->samples = (struct memprof_snap_sample *)(mem + off_samples);
     struct collect c = {.samples = s->samples, .cap = cap};
@@ -248,6 +266,7 @@ int memprof__snapshot_take(struct memprof_snapshot **out)
         struct memprof_snap_site *site = &s->sites[s->nsites];
         site_of[id] = (uint32_t)++s->nsites;
         site->stack_id = (uint32_t)id;
+        site->thread = st->thread;
         site->alloc_samples = memprof_atomic_load_relaxed(&st->alloc_samples);
         site->alloc_est_bytes = memprof_atomic_load_relaxed(&st->alloc_est_bytes);
         site->alloc_est_count =
@@ -268,7 +287,9 @@ int memprof__snapshot_take(struct memprof_snapshot **out)
         /* The stack's counters may not show the sample yet (they are updated right after
          * the insert): give it a site anyway. */
         if (!site_of[smp->stack_id]) {
+            struct memprof_stack *st = memprof__st_get(&E.st, smp->stack_id);
             s->sites[s->nsites].stack_id = smp->stack_id;
+            s->sites[s->nsites].thread = st ? st->thread : 0;
             site_of[smp->stack_id] = (uint32_t)++s->nsites;
         }
         struct memprof_snap_site *site = &s->sites[site_of[smp->stack_id] - 1];

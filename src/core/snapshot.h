@@ -18,6 +18,7 @@
 #include "core/history.h"
 #include "core/leaks.h"
 #include "core/stacktab.h"
+#include "core/threads.h"
 
 struct memprof_snap_sample {
     uint64_t size;
@@ -38,6 +39,13 @@ struct memprof_snap_site {
     uint64_t temp_samples, temp_est_bytes, temp_est_count;
     uint32_t lifetimes[MEMPROF_HIST_LIFETIME_BUCKETS];
     struct memprof_leak_stat leak; /* of the live samples (leaks.h) */
+    uint16_t thread;               /* threads.h index; 0 = other or unknown threads */
+};
+
+/* A thread that took samples; index i + 1 in memprof_snap_site::thread. */
+struct memprof_snap_thread {
+    uint64_t tid; /* 0 if not known */
+    char name[MEMPROF_THREAD_NAME];
 };
 
 struct memprof_snapshot {
@@ -61,6 +69,8 @@ struct memprof_snapshot {
     /* The heap over time, ending with this snapshot's point. */
     size_t nseries;
     struct memprof_hist_point *series;
+    size_t nthreads;
+    struct memprof_snap_thread *threads;
     /* Site indexes per view (memprof_view), largest value first, only sites with a value. */
     uint32_t *view_order[5];
     size_t view_nsites[5];

@@ -58,14 +58,14 @@ uint64_t memprof__st_hash(const uintptr_t *frames, unsigned depth)
 struct key {
     uint64_t hash;
     const uintptr_t *frames;
-    unsigned depth, native, source;
+    unsigned depth, native, source, thread;
 };
 
 static bool same_stack(const struct memprof_stacktab *st, const struct memprof_stack *s,
                        const struct key *k)
 {
     return s->hash == k->hash && s->depth == k->depth && s->native_depth == k->native &&
-           s->source == k->source &&
+           s->source == k->source && s->thread == k->thread &&
            memcmp(memprof__st_frames(st, s), k->frames, k->depth * sizeof *k->frames) == 0;
 }
 
@@ -108,18 +108,21 @@ uint32_t memprof__st_intern(struct memprof_stacktab *st, const uintptr_t *frames
 {
     if (depth > MEMPROF_STACK_MAX_DEPTH)
         depth = MEMPROF_STACK_MAX_DEPTH;
-    return memprof__st_intern_mixed(st, frames, depth, depth, 0, truncated);
+    return memprof__st_intern_mixed(st, frames, depth, depth, 0, 0, truncated);
 }
 
 uint32_t memprof__st_intern_mixed(struct memprof_stacktab *st, const uintptr_t *frames,
-                                  unsigned depth, unsigned native, unsigned source, bool truncated)
+                                  unsigned depth, unsigned native, unsigned source, unsigned thread,
+                                  bool truncated)
 {
     if (depth > MEMPROF_STACK_MAX_DEPTH)
         depth = MEMPROF_STACK_MAX_DEPTH;
     if (native > depth)
         native = depth;
-    struct key k = {.frames = frames, .depth = depth, .native = native, .source = source};
-    k.hash = memprof__st_hash(frames, depth) ^ ((uint64_t)native << 48) ^ ((uint64_t)source << 40);
+    struct key k = {
+        .frames = frames, .depth = depth, .native = native, .source = source, .thread = thread};
+    k.hash = memprof__st_hash(frames, depth) ^ ((uint64_t)native << 48) ^ ((uint64_t)source << 40) ^
+             ((uint64_t)thread * 0x9E3779B97F4A7C15ull);
     uint64_t hash = k.hash;
     _Atomic uint32_t *bucket = &st->buckets[hash & (st->nbuckets - 1)];
     uint32_t head = memprof_atomic_load_acquire(bucket);
@@ -140,6 +143,7 @@ uint32_t memprof__st_intern_mixed(struct memprof_stacktab *st, const uintptr_t *
     s->frames_off = off;
     s->native_depth = (uint16_t)native;
     s->source = (uint8_t)source;
+    s->thread = (uint16_t)thread;
     memprof_atomic_store_relaxed(&s->flags, truncated ? MEMPROF_STACK_TRUNCATED : 0);
 
     uint32_t link = (uint32_t)id + 1;

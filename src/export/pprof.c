@@ -42,7 +42,9 @@
  *   MEMPROF_FRAME_TRUNCATED on the last frame). For the other views: "peak_samples" and
  *   "temp_samples" (count), "peak_space_sd" (bytes); "leak_space" (bytes), "leak_samples"
  *   (count) and "leak_bytes_per_second" (bytes) of the leak statistic, "leak_suspect" = 1;
- *   "lifetimes", one label per non-empty lifetime bucket b with num = b * 2^32 + count.
+ *   "lifetimes", one label per non-empty lifetime bucket b with num = b * 2^32 + count;
+ *   the allocating thread as the string label "thread" (its name, or "thread TID") and
+ *   "thread_id" (its kernel thread id), so `pprof -tagfocus thread=...` selects it.
  * - Field MEMPROF_PPROF_EXTENSION of Profile (pprof.h), a message pprof skips: the peak's
  *   time, the run's duration and the temporary threshold in nanoseconds, and the heap over
  *   time as three packed columns (time since start, live bytes, allocated bytes).
@@ -90,6 +92,7 @@ enum {
     SAMPLE_VALUE = 2,
     SAMPLE_LABEL = 3,
     LABEL_KEY = 1,
+    LABEL_STR = 2,
     LABEL_NUM = 3,
     LABEL_NUM_UNIT = 4,
     MAPPING_ID = 1,
@@ -470,6 +473,25 @@ static void num_label(struct writer *w, uint32_t key, int64_t v, uint32_t unit)
     memprof__pb_end(&w->out, m);
 }
 
+/* The "thread" label: the thread's name, or "thread TID" when it has none. */
+static int str_label(struct writer *w, uint32_t key, const struct memprof_pthread *t)
+{
+    char buf[48];
+    const char *name = t->name;
+    if (!name) {
+        snprintf(buf, sizeof buf, "thread %" PRIu64, t->tid);
+        name = buf;
+    }
+    uint32_t id = intern(w, name);
+    if (id == UINT32_MAX)
+        return -ENOMEM;
+    size_t m = memprof__pb_begin(&w->out, SAMPLE_LABEL);
+    memprof__pb_uint(&w->out, LABEL_KEY, key);
+    memprof__pb_uint(&w->out, LABEL_STR, id);
+    memprof__pb_end(&w->out, m);
+    return 0;
+}
+
 static void value_type(struct writer *w, uint32_t field, uint32_t type, uint32_t unit)
 {
     size_t m = memprof__pb_begin(&w->out, field);
@@ -483,7 +505,8 @@ struct fixed_strings {
     uint32_t alloc_objects, alloc_space, inuse_objects, inuse_space, count, bytes, space;
     uint32_t live_samples, alloc_samples, inuse_space_sd, inuse_objects_sd, truncated;
     uint32_t peak_objects, peak_space, temp_objects, temp_space, peak_samples, peak_space_sd,
-        temp_samples, leak_space, leak_samples, leak_rate, leak_suspect, lifetimes;
+        temp_samples, leak_space, leak_samples, leak_rate, leak_suspect, lifetimes, thread,
+        thread_id;
 };
 
 static int encode_samples(struct writer *w, const struct fixed_strings *s)
@@ -538,6 +561,12 @@ static int encode_samples(struct writer *w, const struct fixed_strings *s)
         for (unsigned b = 0; b < MEMPROF_LIFETIME_BUCKETS; b++)
             num_label(w, s->lifetimes, st->lifetimes[b] ? ((int64_t)b << 32) | st->lifetimes[b] : 0,
                       s->count);
+        if (st->thread && st->thread <= p->nthreads) {
+            const struct memprof_pthread *t = &p->threads[st->thread - 1];
+            if (str_label(w, s->thread, t) != 0)
+                return -ENOMEM;
+            num_label(w, s->thread_id, clamp64(t->tid), 0);
+        }
         memprof__pb_end(&w->out, m);
     }
     return 0;
@@ -795,7 +824,9 @@ int memprof__export_pprof(const struct memprof_profile *p, FILE *out)
                        &s.leak_samples,
                        &s.leak_rate,
                        &s.leak_suspect,
-                       &s.lifetimes};
+                       &s.lifetimes,
+                       &s.thread,
+                       &s.thread_id};
     static const char *const names[] = {"alloc_objects",
                                         "alloc_space",
                                         "inuse_objects",
@@ -819,7 +850,9 @@ int memprof__export_pprof(const struct memprof_profile *p, FILE *out)
                                         "leak_samples",
                                         "leak_bytes_per_second",
                                         "leak_suspect",
-                                        "lifetimes"};
+                                        "lifetimes",
+                                        "thread",
+                                        "thread_id"};
     _Static_assert(sizeof ids / sizeof *ids == sizeof names / sizeof *names, "one per name");
     for (size_t i = 0; i < sizeof ids / sizeof *ids; i++)
         if ((*ids[i] = intern(&w, names[i])) == UINT32_MAX)

@@ -64,13 +64,14 @@ enum {
     L_LEAK_SAMPLES,
     L_LEAK_RATE,
     L_LEAK_SUSPECT,
+    L_THREAD_ID,
     L_TRUNCATED,
     NLABELS
 };
 static const char *const label_names[NLABELS + 1] = {
     "live_samples",  "alloc_samples", "inuse_space_sd", "inuse_objects_sd", "peak_samples",
     "peak_space_sd", "temp_samples",  "leak_space",     "leak_samples",     "leak_bytes_per_second",
-    "leak_suspect",  "truncated",     "lifetimes"};
+    "leak_suspect",  "thread_id",     "truncated",      "lifetimes"};
 
 /* ---- errors ------------------------------------------------------------------------------- */
 
@@ -110,6 +111,7 @@ struct rsample {
      * flag). */
     uint64_t label[NLABELS];
     uint32_t lifetimes[MEMPROF_LIFETIME_BUCKETS];
+    uint64_t thread; /* string index of the "thread" label, 0 if none */
 };
 
 /* An id -> table index map: the table's (id, index) pairs sorted by id. */
@@ -152,6 +154,7 @@ struct reader {
     uint32_t *refs; /* location indexes of all samples */
     size_t nrefs, ntruncated;
     uint64_t label_keys[NLABELS + 1]; /* string ids of label_names[], UINT64_MAX if absent */
+    uint64_t thread_key;              /* string id of "thread", UINT64_MAX if absent */
     struct view extension;            /* MEMPROF_PPROF_EXTENSION, n = 0 if absent */
 
     /* From the comments. */
@@ -682,6 +685,8 @@ static int decode_label(struct reader *r, struct view v, struct rsample *s)
     if (check_string(r, key, "label.key") || check_string(r, str, "label.str") ||
         check_string(r, unit, "label.num_unit"))
         return -EINVAL;
+    if (key == r->thread_key && str)
+        s->thread = str;
     for (int k = 0; k <= NLABELS; k++) {
         if (key != r->label_keys[k])
             continue;
@@ -991,6 +996,30 @@ static int decode_extension(struct reader *r, struct memprof_profile *p)
     return 0;
 }
 
+/* The index + 1 of thread (name, tid) in the model, added if new. Files hold a few hundred
+ * threads at most (threads.h); merged files more, so past MAX_THREADS they go unnamed. */
+#define MAX_THREADS 4096
+static int thread_of(struct memprof_profile *p, const char *name, uint64_t tid, uint32_t *out)
+{
+    for (size_t i = 0; i < p->nthreads; i++)
+        if (p->threads[i].tid == tid && strcmp(p->threads[i].name, name) == 0) {
+            *out = (uint32_t)i + 1;
+            return 0;
+        }
+    *out = 0;
+    if (p->nthreads >= MAX_THREADS)
+        return 0;
+    if ((p->nthreads & (p->nthreads - 1)) == 0) { /* 0, 1, 2, 4, ...: grow to double */
+        void *grown = realloc(p->threads, (p->nthreads ? 2 * p->nthreads : 1) * sizeof *p->threads);
+        if (!grown)
+            return -ENOMEM;
+        p->threads = grown;
+    }
+    p->threads[p->nthreads++] = (struct memprof_pthread){tid, name};
+    *out = (uint32_t)p->nthreads;
+    return 0;
+}
+
 static const char *const MARK = "";
 
 static int build(struct reader *r, size_t total_frames, struct memprof_profile **out)
@@ -1006,6 +1035,8 @@ static int build(struct reader *r, size_t total_frames, struct memprof_profile *
         cs[r->funcs[i].name] = cs[r->funcs[i].file] = MARK;
     for (size_t i = 0; i < r->nmaps; i++)
         cs[r->maps[i].file] = cs[r->maps[i].build_id] = MARK;
+    for (size_t i = 0; i < r->nsamples; i++)
+        cs[r->samples[i].thread] = MARK;
     cs[0] = NULL;
     size_t str_bytes = 0;
     for (size_t i = 0; i < r->nstrs; i++)
@@ -1116,6 +1147,9 @@ static int build(struct reader *r, size_t total_frames, struct memprof_profile *
         st->leak_rate = (double)s->label[L_LEAK_RATE];
         st->leak_suspect = s->label[L_LEAK_SUSPECT] != 0;
         memcpy(st->lifetimes, s->lifetimes, sizeof st->lifetimes);
+        if (s->thread && (rc = thread_of(p, cs[s->thread], s->label[L_THREAD_ID], &st->thread)))
+            goto done;
+        rc = -ENOMEM;
         p->peak_space = sat_add(p->peak_space, st->peak_space);
         p->peak_objects = sat_add(p->peak_objects, st->peak_objects);
         p->peak_samples = sat_add(p->peak_samples, st->peak_samples);
@@ -1232,6 +1266,10 @@ static int read_profile(struct reader *r, const uint8_t *data, size_t len,
             if (str_is(r, i, label_names[k]))
                 r->label_keys[k] = i;
     }
+    r->thread_key = UINT64_MAX;
+    for (size_t i = 1; i < r->nstrs && r->thread_key == UINT64_MAX; i++)
+        if (str_is(r, i, "thread"))
+            r->thread_key = i;
 
     /* Samples: pass 1 checks and counts, pass 2 stores location references. */
     r->samples = alloc_array(r->nsamples, sizeof *r->samples);

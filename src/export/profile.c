@@ -114,6 +114,7 @@ int memprof__profile_from_snapshot(const struct memprof_snapshot *s, struct memp
         st->leak_samples = site->leak.samples;
         st->leak_rate = site->leak.rate;
         st->leak_suspect = site->leak.suspect;
+        st->thread = site->thread <= s->nthreads ? site->thread : 0;
     }
     free(table);
     free(rs);
@@ -138,6 +139,18 @@ int memprof__profile_from_snapshot(const struct memprof_snapshot *s, struct memp
             p->series[i] =
                 (struct memprof_ppoint){s->series[i].t_ns, s->series[i].live, s->series[i].alloc};
         p->nseries = s->nseries;
+    }
+    if (s->nthreads) {
+        p->threads = calloc(s->nthreads, sizeof *p->threads);
+        p->thread_names = malloc(s->nthreads * sizeof s->threads->name);
+        if (!p->threads || !p->thread_names)
+            goto oom;
+        for (size_t i = 0; i < s->nthreads; i++) {
+            char *name = p->thread_names + i * sizeof s->threads->name;
+            memcpy(name, s->threads[i].name, sizeof s->threads->name);
+            p->threads[i] = (struct memprof_pthread){s->threads[i].tid, name[0] ? name : NULL};
+        }
+        p->nthreads = s->nthreads;
     }
     p->truncated_stacks = s->truncated_stacks;
     p->dropped_samples = s->heap_map_full_drops;

@@ -157,7 +157,7 @@ static void pin_structs(void)
     OFF(memprof_heap_point, live_bytes, 8);
     OFF(memprof_heap_point, allocated_bytes, 16);
 
-    SIZE(memprof_view_site, 80);
+    SIZE(memprof_view_site, 96);
     OFF(memprof_view_site, size, 0);
     OFF(memprof_view_site, stack_id, 8);
     OFF(memprof_view_site, flags, 12);
@@ -169,6 +169,8 @@ static void pin_structs(void)
     OFF(memprof_view_site, lifetime_p50_ns, 56);
     OFF(memprof_view_site, lifetime_p90_ns, 64);
     OFF(memprof_view_site, leak_rate, 72);
+    OFF(memprof_view_site, thread_id, 80);
+    OFF(memprof_view_site, thread_name, 88);
 }
 
 static void pin_constants(void)

@@ -47,8 +47,10 @@ static uint64_t weight(uint64_t size, uint64_t rate)
 
 static struct memprof_stack *stack_of(const uintptr_t *frames, unsigned depth)
 {
-    /* Interning a known stack returns its id. */
-    uint32_t id = memprof__st_intern(&memprof__engine.st, frames, depth, false);
+    /* Interning a known stack returns its id; the engine interned it with the calling
+     * thread's index (threads.h). */
+    uint32_t id = memprof__st_intern_mixed(&memprof__engine.st, frames, depth, depth, 0,
+                                           memprof__threads_self(&memprof__engine.threads), false);
     return memprof__st_get(&memprof__engine.st, id);
 }
 
