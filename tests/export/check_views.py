@@ -107,6 +107,7 @@ SPECIAL_STACKS = [
       "bad " + R + R + " x " + R + "( y " + R * 3 + " z " + R * 2 + " " + R], 32, 32),
 ]
 SPECIAL_FILES = {"</SCRIPT>.c", 'C:\\src\\quote".c', "ctl.c", "u.c", "a&b<c>.c", "x.cc"}
+SPECIAL_THREAD = '</script><b onmouseover=alert(1)>thr"ead</b>\u2028 ' + R
 
 
 def expected(name, tmp):
@@ -338,6 +339,8 @@ def check_html(name, text, stacks):
         check_views_data(name, d)
     if name == "special":
         check(SPECIAL_FILES <= set(S), f"special: files {set(S) & SPECIAL_FILES}")
+        check(d["threads"] == [7, S.index(SPECIAL_THREAD)] if SPECIAL_THREAD in S else False,
+              f"special: thread {d['threads']}")
     if name == "big":
         size = len(text.encode("utf-8"))
         print(f"big.html: {size} bytes for {len(T) // NS} stacks, {nn} call-tree nodes")
@@ -498,6 +501,8 @@ def run_chromium(tmp):
         if name == "special":
             check(res["views"]["live"]["first"] == "</script><script>alert(1)</script>",
                   f"special: first row {res['views']['live']['first']!r}")
+            check(res["byThread"] == [SPECIAL_THREAD + " (tid 7)"],
+                  f"special: thread rows {res['byThread']!r}")
         if name == "basic":
             check("Peak: not recorded" in res["summary"], f"basic: summary {res['summary']!r}")
     print(f"{len(failures)} failures" if failures else "all checks passed")

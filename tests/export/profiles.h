@@ -6,8 +6,9 @@
  *   frames merged by (function, file, line), an unresolved frame, an interpreter frame, an
  *   inlined frame, a stack cut at the maximum depth, a stack the stack table could not store,
  *   a stack freed since (live bytes 0) and one with no bytes at all.
- * - special: function and file names that try to break JSON and HTML (quotes, backslashes,
- *   control characters, "</script>", "<!--", U+2028, non-ASCII, malformed UTF-8).
+ * - special: function, file and thread names that try to break JSON and HTML (quotes,
+ *   backslashes, control characters, "</script>", "<!--", U+2028, non-ASCII, malformed
+ *   UTF-8).
  * - views: every view with its own leader (live: grow_cache, peak: build_report, alloc and
  *   temporary: parse_request, leaks: leaky_register), a peak at 3.25 s, lifetimes, two leak
  *   suspects and a site that is not one, threads (one without a name), a heap-over-time
@@ -112,11 +113,15 @@ static struct memprof_pframe special_frames[] = {
 
 static const uint32_t special_a[] = {0, 1, 2, 3}, special_b[] = {4, 5, 6, 3};
 
+/* A thread name is as hostile as a function name. */
+static struct memprof_pthread special_threads[] = {
+    {.tid = 7, .name = "</script><b onmouseover=alert(1)>thr\"ead</b>\xe2\x80\xa8 \xff"}};
+
 static struct memprof_pstack special_stacks[] = {
     {.frames = special_a, .nframes = 4, .alloc_objects = 1, .alloc_space = 64,
-     .inuse_objects = 1, .inuse_space = 64, .live_samples = 1, .alloc_samples = 1},
+     .inuse_objects = 1, .inuse_space = 64, .live_samples = 1, .alloc_samples = 1, .thread = 1},
     {.frames = special_b, .nframes = 4, .alloc_objects = 1, .alloc_space = 32,
-     .inuse_objects = 1, .inuse_space = 32, .live_samples = 1, .alloc_samples = 1},
+     .inuse_objects = 1, .inuse_space = 32, .live_samples = 1, .alloc_samples = 1, .thread = 1},
 };
 
 static struct memprof_profile special_profile = {
@@ -128,6 +133,8 @@ static struct memprof_profile special_profile = {
     .inuse_space = 96,
     .inuse_objects = 2,
     .live_samples = 2,
+    .threads = special_threads,
+    .nthreads = 1,
 };
 
 
