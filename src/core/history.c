@@ -125,29 +125,52 @@ static void downsample(struct memprof_history *h, uint32_t n)
     memprof_atomic_store_relaxed(&h->step_ns, step ? step * 2 : MEMPROF_SERIES_STEP_NS * 2);
 }
 
-static void append_point(struct memprof_history *h, const struct memprof_hist_now *now)
+/* Appends the window's highest event (h->cand), under the series' sequence number. */
+static void append_candidate(struct memprof_history *h)
 {
-    write_begin(&h->series_seq);
     uint32_t n = memprof_atomic_load_relaxed(&h->npoints);
     if (n >= MEMPROF_SERIES_CAP) {
         downsample(h, n);
         n = memprof_atomic_load_relaxed(&h->npoints);
     }
-    memprof_atomic_store_relaxed(&P(n, t_ns), now->t_ns);
-    memprof_atomic_store_relaxed(&P(n, live), now->live > 0 ? (uint64_t)now->live : 0);
-    memprof_atomic_store_relaxed(&P(n, alloc), now->alloc);
+    memprof_atomic_store_relaxed(&P(n, t_ns), memprof_atomic_load_relaxed(&h->cand.t_ns));
+    memprof_atomic_store_relaxed(&P(n, live), memprof_atomic_load_relaxed(&h->cand.live));
+    memprof_atomic_store_relaxed(&P(n, alloc), memprof_atomic_load_relaxed(&h->cand.alloc));
     memprof_atomic_store_relaxed(&h->npoints, n + 1);
-    memprof_atomic_store_relaxed(&h->last_t_ns, now->t_ns);
-    write_end(&h->series_seq);
 }
 
-static bool point_due(struct memprof_history *h, const struct memprof_hist_now *now)
+static void set_candidate(struct memprof_history *h, const struct memprof_hist_now *now)
 {
-    if (memprof_atomic_load_relaxed(&h->npoints) == 0)
+    memprof_atomic_store_relaxed(&h->cand.t_ns, now->t_ns);
+    memprof_atomic_store_relaxed(&h->cand.live, now->live > 0 ? (uint64_t)now->live : 0);
+    memprof_atomic_store_relaxed(&h->cand.alloc, now->alloc);
+}
+
+/* The current window has ended: `now` is the first event at least a step after its start. */
+static bool window_over(struct memprof_history *h, const struct memprof_hist_now *now)
+{
+    if (!memprof_atomic_load_relaxed(&h->have_cand))
         return true;
     uint64_t step = memprof_atomic_load_relaxed(&h->step_ns);
-    return now->t_ns - memprof_atomic_load_relaxed(&h->last_t_ns) >=
+    return now->t_ns - memprof_atomic_load_relaxed(&h->window_t_ns) >=
            (step ? step : MEMPROF_SERIES_STEP_NS);
+}
+
+/* The series' part of an event: a new window appends the last one's highest event; within a
+ * window a higher event replaces the candidate. */
+static void series_event(struct memprof_history *h, const struct memprof_hist_now *now)
+{
+    write_begin(&h->series_seq);
+    if (window_over(h, now)) {
+        if (memprof_atomic_load_relaxed(&h->have_cand))
+            append_candidate(h);
+        memprof_atomic_store_relaxed(&h->window_t_ns, now->t_ns);
+        set_candidate(h, now);
+        memprof_atomic_store_relaxed(&h->have_cand, 1);
+    } else if (now->live > 0 && (uint64_t)now->live > memprof_atomic_load_relaxed(&h->cand.live)) {
+        set_candidate(h, now);
+    }
+    write_end(&h->series_seq);
 }
 
 #undef P
@@ -156,15 +179,14 @@ void memprof__hist_sampled(struct memprof_history *h, struct memprof_stacktab *s
                            const struct memprof_hist_now *now, bool grew)
 {
     bool peak = grew && peak_due(h, st, now);
-    if (!peak && !point_due(h, now))
+    bool higher = now->live > 0 && (uint64_t)now->live > memprof_atomic_load_relaxed(&h->cand.live);
+    if (!peak && !higher && !window_over(h, now))
         return;
     if (!try_lock(h))
         return; /* another thread is writing; this event's update is skipped */
     if (peak && peak_due(h, st, now))
         record_peak(h, st, now);
-    /* A point at every recorded peak, so the chart shows it, else at the step. */
-    if (peak || point_due(h, now))
-        append_point(h, now);
+    series_event(h, now);
     unlock(h);
 }
 
@@ -204,6 +226,13 @@ size_t memprof__hist_read_series(struct memprof_history *h, struct memprof_hist_
                 memprof_atomic_load_relaxed(&h->points[i].t_ns),
                 memprof_atomic_load_relaxed(&h->points[i].live),
                 memprof_atomic_load_relaxed(&h->points[i].alloc),
+            };
+        /* The window in progress ends the series with its highest event so far. */
+        if (memprof_atomic_load_relaxed(&h->have_cand))
+            out[n++] = (struct memprof_hist_point){
+                memprof_atomic_load_relaxed(&h->cand.t_ns),
+                memprof_atomic_load_relaxed(&h->cand.live),
+                memprof_atomic_load_relaxed(&h->cand.alloc),
             };
         if (read_valid(&h->series_seq, seq))
             break;

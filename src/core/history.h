@@ -15,9 +15,12 @@
  * snapshot compares the recorded peak with the live heap it sees and keeps the larger.
  *
  * Heap over time. A series of at most MEMPROF_SERIES_CAP points (time, live estimate,
- * allocated estimate), appended at sampled events at least `step` apart; when full, pairs of
- * neighbours are merged (keeping the one with more live bytes, so the peak survives) and the
- * step doubles. So it covers the whole run with 512 to 1,024 points, whatever its length.
+ * allocated estimate). Time is cut into windows of `step`; each point is the sampled event
+ * with the highest live estimate in its window (so a spike between two points is never
+ * lost), appended when the first event of the next window comes. When the series is full,
+ * pairs of neighbours are merged the same way (keeping the higher, with the later allocated
+ * total) and the step doubles. So it covers the whole run with 512 to 1,024 points,
+ * whatever its length, and its highest point is the highest estimate reached.
  *
  * Concurrency. Writers (cold paths on any thread, or a signal handler on one) take a try-lock
  * and skip their update when it is busy: they never wait, so neither a signal handler nor a
@@ -72,13 +75,13 @@ struct memprof_history {
     _Atomic int64_t peak_trigger;
     _Atomic uint64_t peak_samples_at; /* total samples at the last recording */
     _Atomic uint64_t peak_bytes, peak_count_fp16, peak_var_q32, peak_samples, peak_t_ns;
-    /* Series. */
+    /* Series: the points, and the current window (its start and highest event). */
     _Atomic uint64_t series_seq;
-    _Atomic uint64_t step_ns, last_t_ns;
-    _Atomic uint32_t npoints;
-    struct {
+    _Atomic uint64_t step_ns, window_t_ns;
+    _Atomic uint32_t npoints, have_cand;
+    struct memprof_hist_apoint {
         _Atomic uint64_t t_ns, live, alloc;
-    } points[MEMPROF_SERIES_CAP];
+    } points[MEMPROF_SERIES_CAP], cand;
 };
 
 /* The engine's totals at a sampled event. */
@@ -106,7 +109,8 @@ void memprof__hist_read_peak(struct memprof_history *h, struct memprof_stacktab 
                              struct memprof_hist_peak *peak,
                              void (*fn)(void *ctx, uint32_t id, const struct memprof_stack *s),
                              void *ctx);
-/* Copies the series into out (room for MEMPROF_SERIES_CAP points); returns the count. */
+/* Copies the series into out (room for MEMPROF_SERIES_CAP + 1 points: the window in
+ * progress ends it); returns the count. */
 size_t memprof__hist_read_series(struct memprof_history *h, struct memprof_hist_point *out);
 /* In a fork child: the forking thread is the only one left; releases the lock a vanished
  * thread may have held and makes the sequence numbers even. */

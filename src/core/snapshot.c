@@ -216,8 +216,9 @@ int memprof__snapshot_take(struct memprof_snapshot **out)
     size_t cap = (size_t)MEMPROF_HM_MIN_SEG << active;
     size_t off_samples = align_up(sizeof(struct memprof_snapshot));
     size_t off_series = align_up(off_samples + cap * sizeof(struct memprof_snap_sample));
+    /* The series, the window in progress and this snapshot's own point. */
     size_t off_threads =
-        align_up(off_series + (MEMPROF_SERIES_CAP + 1) * sizeof(struct memprof_hist_point));
+        align_up(off_series + (MEMPROF_SERIES_CAP + 2) * sizeof(struct memprof_hist_point));
     size_t off_work =
         align_up(off_threads + MEMPROF_MAX_THREADS * sizeof(struct memprof_snap_thread));
     /* Work space for the leak statistic: a time and a weight per sample. */
