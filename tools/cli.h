@@ -90,10 +90,12 @@ struct memprof_profile *memprof_cli_read_profile(const char *path);
  * Returns 0 or a positive errno; `dir` receives the directory checked. */
 int memprof_cli_check_writable(const char *path, char *dir, size_t dirsize);
 
-/* Writes `path` atomically: a temporary file (mode 0600) in the same directory, filled by
- * `fill`, flushed, then renamed over `path`; a symbolic link at `path` is replaced, never
- * followed. On failure the temporary file is removed, one line is printed and -1 returned.
- * `fill` returns 0 or a negative errno. */
+/* Writes `path` with what `fill` writes: a regular file (or a new one) atomically, through a
+ * temporary file (mode 0600) in the same directory renamed over `path`; a symbolic link at
+ * `path` is replaced, never followed, unless it names a descriptor (/dev/stdout). A device,
+ * FIFO, socket or descriptor name is written in place (api/output.h). On failure the
+ * temporary file is removed, one line is printed and -1 returned. `fill` returns 0 or a
+ * negative errno. */
 int memprof_cli_write_atomic(const char *path, int (*fill)(FILE *out, void *ctx), void *ctx);
 
 /* Writes profile `p` in format `f` (never AUTO) to `out`: `view` is the view the text and

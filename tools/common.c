@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 
+#include "api/output.h"
 #include "api/values.h"
 
 #include <ctype.h>
@@ -333,46 +334,13 @@ int memprof_cli_check_writable(const char *path, char *dir, size_t dirsize)
 
 int memprof_cli_write_atomic(const char *path, int (*fill)(FILE *out, void *ctx), void *ctx)
 {
-    char dir[PATH_MAX], tmp[PATH_MAX];
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    if (!*base) {
-        memprof_cli_error("cannot write %s: %s", path, strerror(EISDIR));
-        return -1;
-    }
-    if (!dir_of(path, dir, sizeof dir) ||
-        snprintf(tmp, sizeof tmp, "%s/.%s.XXXXXX", dir, base) >= (int)sizeof tmp) {
-        memprof_cli_error("cannot write %s: %s", path, strerror(ENAMETOOLONG));
-        return -1;
-    }
-    /* mkstemp creates the file with mode 0600 and O_EXCL: nothing else can be behind it. */
-    int fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0) {
-        memprof_cli_error("cannot write %s: %s", path, strerror(errno));
-        return -1;
-    }
-    FILE *f = fdopen(fd, "w");
-    if (!f) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        memprof_cli_error("cannot write %s: %s", path, strerror(e));
-        return -1;
-    }
-    errno = 0;
-    int rc = fill(f, ctx);
-    int e = rc < 0 ? -rc : 0;
-    if (fflush(f) != 0 && !e)
-        e = errno ? errno : EIO;
-    if (ferror(f) && !e)
-        e = EIO;
-    if (fclose(f) != 0 && !e)
-        e = errno ? errno : EIO;
-    if (!e && rename(tmp, path) != 0)
-        e = errno;
-    if (e) {
-        unlink(tmp);
-        memprof_cli_error("cannot write %s: %s", path, strerror(e));
+    /* The library's implementation (api/output.c): a regular file through a temporary file
+     * and rename(), a device, FIFO (waiting for its reader, as a shell redirection does),
+     * socket or /dev/stdout-like name in place. */
+    const struct memprof_output how = {.wait_for_fifo_reader = true};
+    int rc = memprof__output_write(path, fill, ctx, &how);
+    if (rc != 0) {
+        memprof_cli_error("cannot write %s: %s", path, strerror(-rc));
         return -1;
     }
     return 0;

@@ -394,8 +394,11 @@ typedef enum memprof_format {
 /**
  * @brief **memprof_snapshot_write()** writes a snapshot to a file in a given format.
  *
- * Stacks are symbolized as by memprof_resolve_symbols(). The file is written to a temporary
- * name in the same directory and renamed over `path` (mode 0600). A file larger than the
+ * Stacks are symbolized as by memprof_resolve_symbols(). A regular file (or a new one) is
+ * written to a temporary name in the same directory and renamed over `path` (mode 0600); a
+ * symlink there is replaced, never followed, unless it names a descriptor. A device, FIFO
+ * (which must have a reader: else `-ENXIO`), Unix socket or a descriptor's name
+ * (`/dev/stdout`, `/proc/self/fd/N`) is written in place. A file larger than the
  * process's RLIMIT_FSIZE fails with `-EFBIG`: SIGXFSZ, which would end the program, is
  * blocked in the calling thread while it writes.
  *

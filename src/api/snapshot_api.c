@@ -1,21 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The public snapshot API: taking and freeing snapshots, their accessors, symbol
- * resolution, and writing a snapshot to a file in one of the export formats (through a
- * temporary file in the target directory that is renamed into place).
+ * resolution, and writing a snapshot to a file in one of the export formats (api/output.c:
+ * a temporary file in the target directory renamed into place, or a device, FIFO, socket
+ * or descriptor written in place).
  */
 #define _GNU_SOURCE
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/write_signals.h"
+#include "api/output.h"
 #include "core/engine.h"
 #include "core/snapshot.h"
 #include "export/export.h"
@@ -229,57 +228,15 @@ static int write_format(const memprof_snapshot *s, memprof_format format, FILE *
     return rc;
 }
 
-/* Writes the profile to an open descriptor and closes it; 0 or a negative errno. A profile
- * larger than the program's RLIMIT_FSIZE fails with EFBIG instead of ending the program with
- * SIGXFSZ (write_signals.h). */
-static int write_fd(const memprof_snapshot *snapshot, memprof_format format, int fd)
-{
-    struct memprof_write_signals held;
-    memprof__write_signals_hold(&held);
-    int rc = 0;
-    FILE *f = fdopen(fd, "w");
-    if (!f) {
-        rc = -errno;
-        close(fd);
-    } else {
-        rc = write_format(snapshot, format, f);
-        if (fflush(f) != 0 && rc == 0)
-            rc = -errno;
-        if (fclose(f) != 0 && rc == 0)
-            rc = -errno;
-    }
-    memprof__write_signals_release(&held);
-    return rc;
-}
+struct write_job {
+    const memprof_snapshot *snapshot;
+    memprof_format format;
+};
 
-/* A target that exists and is neither a regular file nor a symlink is never replaced: a
- * character device (/dev/null, /dev/full, a terminal) is written in place, anything else
- * (a directory, FIFO, socket or block device) is refused. Renaming over a device would
- * destroy it, and for root the rename into /dev succeeds. Returns 1 if `path` is such a
- * target (*rc then holds the result), 0 if the caller goes on with temporary file + rename. */
-static int write_special(const memprof_snapshot *snapshot, const char *path, memprof_format format,
-                         int *rc)
+static int fill_profile(FILE *out, void *ctx)
 {
-    struct stat st;
-    if (lstat(path, &st) != 0 || S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))
-        return 0;
-    if (!S_ISCHR(st.st_mode)) {
-        *rc = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
-        return 1;
-    }
-    /* O_NOFOLLOW and the second check: the path may have changed since lstat. */
-    int fd = open(path, O_WRONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0) {
-        *rc = -errno;
-        return 1;
-    }
-    if (fstat(fd, &st) != 0 || !S_ISCHR(st.st_mode)) {
-        close(fd);
-        *rc = -EINVAL;
-        return 1;
-    }
-    *rc = write_fd(snapshot, format, fd);
-    return 1;
+    const struct write_job *job = ctx;
+    return write_format(job->snapshot, job->format, out);
 }
 
 int memprof_snapshot_write(const memprof_snapshot *snapshot, const char *path,
@@ -290,31 +247,10 @@ int memprof_snapshot_write(const memprof_snapshot *snapshot, const char *path,
     if (format == MEMPROF_FORMAT_AUTO)
         format = format_from_path(path);
     uint8_t g = memprof__guard_enter();
-    int rc = 0;
-    if (write_special(snapshot, path, format, &rc))
-        goto out;
-    size_t n = strlen(path);
-    char *tmp = malloc(n + 16);
-    if (!tmp) {
-        rc = -ENOMEM; /* a failed write like any other: counted below */
-        goto out;
-    }
-    /* Same directory as the target so rename() is atomic; mkstemp creates it 0600 with
-     * O_EXCL, so an attacker's pre-planted name or symlink is never opened. rename() then
-     * replaces a symlink at `path` itself instead of following it. */
-    snprintf(tmp, n + 16, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        rc = -errno;
-    } else {
-        rc = write_fd(snapshot, format, fd);
-        if (rc == 0 && rename(tmp, path) != 0)
-            rc = -errno;
-        if (rc != 0)
-            unlink(tmp);
-    }
-    free(tmp);
-out:
+    /* A regular file is replaced atomically (temporary file + rename), anything else
+     * (device, FIFO, socket, /dev/stdout and the like) written in place: api/output.c. */
+    struct write_job job = {snapshot, format};
+    int rc = memprof__output_write(path, fill_profile, &job, NULL);
     if (rc != 0)
         atomic_fetch_add_explicit(&memprof__engine.write_failures, 1, memory_order_relaxed);
     memprof__guard_leave(g);
