@@ -58,6 +58,7 @@ BASIC_STACKS = [
     ([TRUNCATED, "deep", "leaf_alloc"], 500, 600),
     ([NO_STACK], 100, 100),
     (["main", "compute"], 0, 0),
+    (["main", "compute", "leaf_alloc"], 0, 100),
 ]
 KiB, MiB = 1024, 1024 * 1024
 # The views profile, root first: (path, {view: bytes}).
@@ -407,6 +408,12 @@ PROBE_TAIL = """<script>
     g.value = 'thread';
     g.dispatchEvent(new Event('change', { bubbles: true }));
     out.byThread = all('#sites tbody tr td.fn span').map(function (e) { return e.textContent; });
+    var alloc = document.querySelector('input[name=view][value=alloc]');
+    alloc.checked = true;
+    alloc.dispatchEvent(new Event('change', { bubbles: true }));
+    g.value = 'stack';
+    g.dispatchEvent(new Event('change', { bubbles: true }));
+    out.allocByStack = all('#sites tbody tr').length;
     var peak = document.getElementById('chart-peak');
     out.chart = {
       live: !!document.getElementById('chart-live'),
@@ -505,6 +512,8 @@ def run_chromium(tmp):
                   f"special: thread rows {res['byThread']!r}")
         if name == "basic":
             check("Peak: not recorded" in res["summary"], f"basic: summary {res['summary']!r}")
+            # Two stacks with the same frames (two threads' stacks) are one row by stack.
+            check(res["allocByStack"] == 5, f"basic: {res['allocByStack']} rows by stack")
     print(f"{len(failures)} failures" if failures else "all checks passed")
     return 1 if failures else 0
 

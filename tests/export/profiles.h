@@ -5,7 +5,8 @@
  * - basic: a few stacks whose speedscope and HTML rendering the checkers know exactly:
  *   frames merged by (function, file, line), an unresolved frame, an interpreter frame, an
  *   inlined frame, a stack cut at the maximum depth, a stack the stack table could not store,
- *   a stack freed since (live bytes 0) and one with no bytes at all.
+ *   a stack freed since (live bytes 0), one with no bytes at all, and one with the frames of
+ *   another (as the same stack in two threads is).
  * - special: function, file and thread names that try to break JSON and HTML (quotes,
  *   backslashes, control characters, "</script>", "<!--", U+2028, non-ASCII, malformed
  *   UTF-8).
@@ -77,6 +78,8 @@ static struct memprof_pstack basic_stacks[] = {
      .inuse_space = 100, .inuse_space_var = 100.0, .live_samples = 1, .alloc_samples = 1},
     /* f: nothing at all */
     {.frames = basic_f, .nframes = 2},
+    /* g: the frames of a again, as a second thread's stack is: one site with a */
+    {.frames = basic_a, .nframes = 3, .alloc_objects = 1, .alloc_space = 100, .alloc_samples = 1},
 };
 
 static struct memprof_profile basic_profile = {
