@@ -11,6 +11,7 @@ and estimates which call paths hold how much live memory, cheaply enough to leav
     ...
     snap = memprof.get_snapshot()
     print(snap.estimated_heap_bytes, snap.top_allocators(5))
+    print(snap.peak.bytes, snap.sites("peak")[:3])   # also "alloc", "temporary", "leaks"
     snap.save("heap.pb.gz")          # pprof; or .json (speedscope), .folded, .txt, .html
     memprof.stop()
 
@@ -19,16 +20,21 @@ Or from the command line: ``python3 -m memprof run script.py [args]``.
 
 from ._api import (
     FORMATS,
+    VIEWS,
     AllocationSample,
     AllocatorSite,
     FramePointerHealth,
+    HeapPoint,
     HeapSnapshot,
     MemoryProfiler,
     MemProfStats,
+    PeakInfo,
     StackFrame,
     UnwindHealth,
+    ViewSite,
     get_snapshot,
     get_stats,
+    set_temporary_threshold,
     shutdown,
     start,
     stop,
@@ -40,13 +46,18 @@ __all__ = [
     "AllocationSample",
     "AllocatorSite",
     "FramePointerHealth",
+    "HeapPoint",
     "HeapSnapshot",
     "MemProfStats",
     "MemoryProfiler",
+    "PeakInfo",
     "StackFrame",
     "UnwindHealth",
+    "VIEWS",
+    "ViewSite",
     "get_snapshot",
     "get_stats",
+    "set_temporary_threshold",
     "shutdown",
     "start",
     "stop",

@@ -4,7 +4,8 @@
 start()/stop()/get_snapshot()/get_stats()/shutdown() and the MemoryProfiler context manager
 drive the process-wide libmemprof engine through the C extension ``memprof._memprof``; the
 dataclasses here (HeapSnapshot, AllocationSample, StackFrame, AllocatorSite, UnwindHealth,
-MemProfStats) are plain Python views of a snapshot and of the engine statistics.
+MemProfStats, and for the views of libmemprof 1.2 PeakInfo, HeapPoint and ViewSite) are
+plain Python views of a snapshot and of the engine statistics.
 
 Lifecycle: the engine is initialised by the first start() with its sampling rate, which then
 holds for the life of the process; stop() pauses sampling (frees stay tracked) and a later
@@ -24,7 +25,7 @@ import threading
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _memprof as _c
 
@@ -33,13 +34,18 @@ __all__ = [
     "AllocatorSite",
     "FORMATS",
     "FramePointerHealth",
+    "HeapPoint",
     "HeapSnapshot",
     "MemProfStats",
     "MemoryProfiler",
+    "PeakInfo",
     "StackFrame",
     "UnwindHealth",
+    "VIEWS",
+    "ViewSite",
     "get_snapshot",
     "get_stats",
+    "set_temporary_threshold",
     "shutdown",
     "start",
     "stop",
@@ -61,6 +67,17 @@ EXTENSIONS: Dict[str, Tuple[str, ...]] = {
     "collapsed": (".folded", ".collapsed"),
     "text": (".txt",),
     "html": (".html",),
+}
+
+#: The views HeapSnapshot.sites() ranks call sites by (memprof.h's memprof_view): live now,
+#: allocated since sampling began, live at the peak, allocated and freed within the temporary
+#: threshold, and the survivors of leak suspects.
+VIEWS: Dict[str, int] = {
+    "live": _c.VIEW_LIVE,
+    "alloc": _c.VIEW_ALLOC,
+    "peak": _c.VIEW_PEAK,
+    "temporary": _c.VIEW_TEMPORARY,
+    "leaks": _c.VIEW_LEAKS,
 }
 
 DEFAULT_SAMPLING_RATE_KB = _c.DEFAULT_SAMPLING_RATE // 1024
@@ -206,8 +223,32 @@ class UnwindHealth:
 FramePointerHealth = UnwindHealth
 
 
+class _ReadableAsDict:
+    """Lets a dataclass be read as a dict too (``site["function"]``, ``site.get("file")``,
+    ``dict(site)``), as in the spec's examples of top_allocators()."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key, default) if key in self.__dataclass_fields__ else default
+
+    def keys(self) -> List[str]:
+        return list(self.__dataclass_fields__)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
 @dataclass(frozen=True)
-class AllocatorSite:
+class AllocatorSite(_ReadableAsDict):
     """An allocation site of HeapSnapshot.top_allocators(): every live sample attributed to
     the same function, file and line, with the combined estimate.
 
@@ -232,22 +273,82 @@ class AllocatorSite:
     allocated_count: int
     stack: List[StackFrame] = field(repr=False)  #: the heaviest stack of this site
 
-    def __getitem__(self, key: str) -> Any:
-        if key not in self.__dataclass_fields__:
-            raise KeyError(key)
-        return getattr(self, key)
 
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key, default) if key in self.__dataclass_fields__ else default
+@dataclass(frozen=True)
+class ViewSite(_ReadableAsDict):
+    """A call site as one view sees it (HeapSnapshot.sites()): one distinct call stack, with
+    the view's own numbers.
 
-    def keys(self) -> List[str]:
-        return list(self.__dataclass_fields__)
+    ``function``, ``file``, ``line`` and ``is_python`` name the frame the stack is attributed
+    to, by the rule of AllocatorSite (the innermost Python frame in the program's own code,
+    unless ``user_code=False``); unlike top_allocators(), stacks are not merged by that frame,
+    because each has its own lifetimes and leak statistic. Estimates are plain ints with their
+    95 % interval in ``bytes_low``/``bytes_high``; ``estimated_bytes`` & co. are aliases, so
+    code written for AllocatorSite reads a ViewSite too.
+    """
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.keys())
+    view: str  #: the view that ranked it: live, alloc, peak, temporary or leaks
+    function: str
+    file: Optional[str]
+    line: int
+    is_python: bool
+    bytes: int  #: the view's estimated bytes
+    bytes_low: int  #: 95 % interval of bytes
+    bytes_high: int
+    count: int  #: the view's estimated allocations (0 in the leaks view)
+    samples: int  #: samples behind the estimate
+    #: median lifetime, in seconds, of the site's freed samples (the upper edge of its
+    #: power-of-4 bucket); None when none was freed
+    lifetime_p50: Optional[float]
+    lifetime_p90: Optional[float]  #: 90th percentile of the same
+    leak_rate: float  #: leaks view: estimated bytes per second leaked; 0.0 otherwise
+    low_information: bool  #: few samples of small blocks: read bytes as an order of magnitude
+    leak_suspect: bool  #: live samples allocated at a steady rate through the run
+    stack_id: int
+    stack: List[StackFrame] = field(repr=False)
 
-    def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
+    @property
+    def estimated_bytes(self) -> int:
+        """Alias of ``bytes`` (AllocatorSite's name)."""
+        return self.bytes
+
+    @property
+    def estimated_bytes_low(self) -> int:
+        return self.bytes_low
+
+    @property
+    def estimated_bytes_high(self) -> int:
+        return self.bytes_high
+
+
+@dataclass(frozen=True)
+class PeakInfo:
+    """The peak of the estimated live heap (HeapSnapshot.peak).
+
+    The engine records the per-site picture whenever the estimate climbs more than 1/64
+    above the last recorded peak, so ``bytes`` is within about 1.6 % of the highest estimate
+    reached; when the snapshot's own live heap is larger, that is the peak. Times count from
+    the first start() of the process.
+    """
+
+    bytes: int  #: estimated live bytes at the peak
+    bytes_low: int  #: 95 % interval of bytes
+    bytes_high: int
+    count: int  #: estimated live allocations at the peak
+    samples: int  #: live samples at the peak
+    time_seconds: float  #: when the peak was reached
+    duration_seconds: float  #: from the first start to the snapshot
+    allocated_bytes: int  #: estimated bytes allocated from the first start on
+    temporary_threshold_seconds: float  #: the threshold the temporary view used
+
+
+class HeapPoint(NamedTuple):
+    """One point of the heap over time (HeapSnapshot.series): a tuple ``(time_seconds,
+    live_bytes, allocated_bytes)``."""
+
+    time_seconds: float  #: since the first start()
+    live_bytes: int  #: estimated live bytes then
+    allocated_bytes: int  #: estimated bytes allocated up to then
 
 
 def _interval(est: float, var: float) -> Tuple[int, int]:
@@ -394,6 +495,8 @@ class HeapSnapshot:
     _stacks: Dict[int, Tuple[StackFrame, ...]] = field(
         default_factory=dict, repr=False, compare=False
     )
+    _peak: Optional[PeakInfo] = field(default=None, repr=False, compare=False)
+    _series: Optional[Tuple[HeapPoint, ...]] = field(default=None, repr=False, compare=False)
 
     @property
     def sampling_rate_kb(self) -> float:
@@ -411,6 +514,92 @@ class HeapSnapshot:
             cached = tuple(_frame(t) for t in self._handle.stack(stack_id))
             self._stacks[stack_id] = cached
         return list(cached)
+
+    def _require_handle(self, what: str) -> Any:
+        if self._handle is None:
+            raise RuntimeError(f"{what}: this HeapSnapshot has no libmemprof snapshot behind it")
+        return self._handle
+
+    @property
+    def peak(self) -> PeakInfo:
+        """The peak of the estimated live heap since the first start() (PeakInfo)."""
+        if self._peak is None:
+            p = self._require_handle("peak").peak()
+            self._peak = PeakInfo(
+                bytes=p["bytes"],
+                bytes_low=p["bytes_low"],
+                bytes_high=p["bytes_high"],
+                count=p["count"],
+                samples=p["samples"],
+                time_seconds=p["time_ns"] / 1e9,
+                duration_seconds=p["duration_ns"] / 1e9,
+                allocated_bytes=p["allocated_bytes"],
+                temporary_threshold_seconds=p["temporary_threshold_ns"] / 1e9,
+            )
+        return self._peak
+
+    @property
+    def series(self) -> List[HeapPoint]:
+        """The heap over time: HeapPoint tuples ``(time_seconds, live_bytes,
+        allocated_bytes)``, oldest first, the last one the snapshot's own. At most about
+        1,000 points however long the run: neighbours are merged as it grows, keeping the
+        higher one, so the peak stays in the series."""
+        if self._series is None:
+            self._series = tuple(
+                HeapPoint(t / 1e9, live, alloc)
+                for t, live, alloc in self._require_handle("series").series()
+            )
+        return list(self._series)
+
+    def sites(
+        self, view: str = "live", n: Optional[int] = None, user_code: bool = True
+    ) -> List[ViewSite]:
+        """The call sites a view ranks, largest first, as ViewSite objects (one per distinct
+        call stack).
+
+        ``view`` is one of VIEWS: 'live' (live at the snapshot), 'alloc' (allocated since
+        sampling began, freed or not), 'peak' (live at the peak, see ``peak``), 'temporary'
+        (allocated and freed within the temporary threshold, set_temporary_threshold()) or
+        'leaks' (the survivors of leak suspects: sites whose live samples were allocated at
+        a steady rate through the run). Only sites with a non-zero value in the view are
+        listed; ``n`` keeps the first n (None: all). ``user_code`` chooses the frame that
+        names a site, as for top_allocators().
+
+        Raises ValueError for an unknown view or a bad ``n``.
+        """
+        if not isinstance(view, str) or view not in VIEWS:
+            raise ValueError(
+                f"sites(view={view!r}): expected one of {', '.join(map(repr, VIEWS))}"
+            )
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+            raise ValueError(f"sites(n={n!r}): expected a non-negative int or None")
+        raw = self._require_handle("sites").view_sites(VIEWS[view], -1 if n is None else n)
+        out = []
+        for sid, flags, b, lo, hi, count, samples, p50, p90, rate in raw:
+            stack = self.stack(sid)
+            top = _site_frame(stack, user_code)
+            out.append(
+                ViewSite(
+                    view=view,
+                    function=top.function if top else "[unknown]",
+                    file=top.filename if top else None,
+                    line=top.lineno if top else 0,
+                    is_python=top.is_python if top else False,
+                    bytes=b,
+                    bytes_low=lo,
+                    bytes_high=hi,
+                    count=count,
+                    samples=samples,
+                    lifetime_p50=p50 / 1e9 if p50 else None,
+                    lifetime_p90=p90 / 1e9 if p90 else None,
+                    leak_rate=rate,
+                    low_information=bool(flags & _c.SITE_LOW_INFORMATION),
+                    leak_suspect=bool(flags & _c.SITE_LEAK_SUSPECT),
+                    stack_id=sid,
+                    stack=stack,
+                )
+            )
+        return out
 
     def top_allocators(
         self, n: int = 10, by: str = "live", user_code: bool = True
@@ -711,6 +900,33 @@ def shutdown() -> None:
     (and the LD_PRELOAD plugin, when present, still writes its exit-time profile)."""
     with _lock:
         _c.shutdown()
+
+
+def set_temporary_threshold(seconds: Optional[float]) -> None:
+    """Sets the lifetime under which a freed allocation counts as temporary (the
+    'temporary' view of HeapSnapshot.sites()), in seconds; 0 or None restores the default
+    (1 ms). It applies to frees from then on, in any state, for the whole process. A
+    snapshot's ``peak.temporary_threshold_seconds`` says which threshold was in force.
+
+    Raises ValueError unless ``seconds`` is a finite number from 0 up to about 584 years
+    (2**64 ns).
+    """
+    if seconds is None:
+        ns = 0
+    else:
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            raise ValueError(
+                f"set_temporary_threshold(): seconds must be a number or None, not {seconds!r}"
+            )
+        if not 0 <= seconds < 2**64 / 1e9:  # also refuses NaN
+            raise ValueError(
+                f"set_temporary_threshold(): seconds must be from 0 to {2**64 / 1e9:.4g}, "
+                f"not {seconds!r}"
+            )
+        ns = min(round(seconds * 1e9), 2**64 - 1)
+        if ns == 0 and seconds > 0:
+            ns = 1  # a positive threshold under 1 ns must not mean "the default"
+    _c.set_temporary_threshold(ns)
 
 
 def get_stats() -> MemProfStats:

@@ -7,7 +7,8 @@
  * It provides the engine lifecycle (init, start, stop, shutdown), the statistics as a dict,
  * the installation of the Python frame source and the PyMem hooks (frames.c, pymem.c), and a
  * `Snapshot` type that owns a memprof_snapshot handle and reads it through the accessors
- * (whole-heap estimate, live samples, call sites, resolved stacks, file output).
+ * (whole-heap estimate, live samples, call sites, resolved stacks, file output, and the views
+ * of MEMPROF_1.2: the peak, the heap over time and each view's ranked sites).
  *
  * Errors: every libmemprof error code becomes a Python exception with the library's message
  * (memprof_strerror) and the context of the call: RuntimeError for a call in the wrong state
@@ -434,11 +435,113 @@ static PyObject *snapshot_write(SnapshotObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ---- views (MEMPROF_1.2): peak, heap over time, ranked sites ---------------------------- */
+
+PyDoc_STRVAR(peak_doc,
+             "peak() -> dict\n\n"
+             "memprof_snapshot_peak(): bytes, bytes_low, bytes_high, count, samples, time_ns, "
+             "duration_ns, allocated_bytes, temporary_threshold_ns.");
+
+static PyObject *snapshot_peak(SnapshotObject *self, PyObject *unused)
+{
+    (void)unused;
+    memprof_peak_info p;
+    memset(&p, 0, sizeof p);
+    p.size = sizeof p;
+    int rc = memprof_snapshot_peak(self->snap, &p);
+    if (rc < 0)
+        return raise_rc(rc, "memprof: reading the snapshot's peak", NULL);
+    return Py_BuildValue(
+        "{sKsKsKsKsKsKsKsKsK}", "bytes", (unsigned long long)p.bytes, "bytes_low",
+        (unsigned long long)p.bytes_low, "bytes_high", (unsigned long long)p.bytes_high, "count",
+        (unsigned long long)p.count, "samples", (unsigned long long)p.samples, "time_ns",
+        (unsigned long long)p.time_ns, "duration_ns", (unsigned long long)p.duration_ns,
+        "allocated_bytes", (unsigned long long)p.allocated_bytes, "temporary_threshold_ns",
+        (unsigned long long)p.temporary_threshold_ns);
+}
+
+PyDoc_STRVAR(series_doc, "series() -> list of (time_ns, live_bytes, allocated_bytes)\n\n"
+                         "The heap over time, oldest point first (memprof_snapshot_series()).");
+
+static PyObject *snapshot_series(SnapshotObject *self, PyObject *unused)
+{
+    (void)unused;
+    /* A snapshot is immutable, so the count asked for first is the count copied. */
+    size_t n = memprof_snapshot_series(self->snap, NULL, 0);
+    memprof_heap_point *pts = n ? PyMem_Calloc(n, sizeof *pts) : NULL;
+    if (n && !pts)
+        return PyErr_NoMemory();
+    if (n)
+        n = memprof_snapshot_series(self->snap, pts, n);
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; list && i < n; i++) {
+        PyObject *t = Py_BuildValue("(KKK)", (unsigned long long)pts[i].time_ns,
+                                    (unsigned long long)pts[i].live_bytes,
+                                    (unsigned long long)pts[i].allocated_bytes);
+        if (!t)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    PyMem_Free(pts);
+    return list;
+}
+
+PyDoc_STRVAR(view_sites_doc,
+             "view_sites(view, max=-1) -> list of (stack_id, flags, bytes, bytes_low, "
+             "bytes_high, count, samples, lifetime_p50_ns, lifetime_p90_ns, leak_rate)\n\n"
+             "The sites a view (a VIEW_* constant) ranks, largest first, at most `max` of them "
+             "(-1: all; memprof_snapshot_view_site()).");
+
+static PyObject *snapshot_view_sites(SnapshotObject *self, PyObject *args)
+{
+    int view;
+    Py_ssize_t max = -1;
+    if (!PyArg_ParseTuple(args, "i|n:view_sites", &view, &max))
+        return NULL;
+    /* The library answers 0 sites for an unknown view; say so instead of an empty list. */
+    if (view < MEMPROF_VIEW_LIVE || view > MEMPROF_VIEW_LEAKS) {
+        PyErr_Format(PyExc_ValueError, "memprof: unknown view %d", view);
+        return NULL;
+    }
+    size_t n = memprof_snapshot_view_site_count(self->snap, (memprof_view)view);
+    if (max >= 0 && (size_t)max < n)
+        n = (size_t)max;
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    if (!list)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        memprof_view_site vs;
+        memset(&vs, 0, sizeof vs);
+        vs.size = sizeof vs;
+        int rc = memprof_snapshot_view_site(self->snap, (memprof_view)view, i, &vs);
+        if (rc < 0) {
+            Py_DECREF(list);
+            return raise_rc(rc, "memprof: reading a view's site", NULL);
+        }
+        PyObject *t =
+            Py_BuildValue("(IIKKKKKKKd)", (unsigned)vs.stack_id, (unsigned)vs.flags,
+                          (unsigned long long)vs.bytes, (unsigned long long)vs.bytes_low,
+                          (unsigned long long)vs.bytes_high, (unsigned long long)vs.count,
+                          (unsigned long long)vs.samples, (unsigned long long)vs.lifetime_p50_ns,
+                          (unsigned long long)vs.lifetime_p90_ns, vs.leak_rate);
+        if (!t) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    return list;
+}
+
 static PyMethodDef snapshot_methods[] = {
     {"estimate", (PyCFunction)snapshot_estimate, METH_NOARGS, estimate_doc},
     {"samples", (PyCFunction)snapshot_samples, METH_NOARGS, samples_doc},
     {"sites", (PyCFunction)snapshot_sites, METH_NOARGS, sites_doc},
     {"stack", (PyCFunction)snapshot_stack, METH_O, stack_doc},
+    {"peak", (PyCFunction)snapshot_peak, METH_NOARGS, peak_doc},
+    {"series", (PyCFunction)snapshot_series, METH_NOARGS, series_doc},
+    {"view_sites", (PyCFunction)snapshot_view_sites, METH_VARARGS, view_sites_doc},
     {"write", (PyCFunction)snapshot_write, METH_VARARGS, write_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -479,6 +582,23 @@ static PyObject *mp_snapshot(PyObject *self, PyObject *unused)
     return (PyObject *)o;
 }
 
+PyDoc_STRVAR(set_temporary_threshold_doc,
+             "set_temporary_threshold(ns) -> None\n\n"
+             "memprof_set_temporary_threshold(): frees from now on of allocations younger than "
+             "`ns` nanoseconds count as temporary; 0 restores the default (1 ms).");
+
+static PyObject *mp_set_temporary_threshold(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    unsigned long long ns = PyLong_AsUnsignedLongLong(arg);
+    if (ns == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    int rc = memprof_set_temporary_threshold((uint64_t)ns);
+    if (rc < 0)
+        return raise_rc(rc, "memprof.set_temporary_threshold()", NULL);
+    Py_RETURN_NONE;
+}
+
 /* ---- the module --------------------------------------------------------------------------- */
 
 static PyMethodDef module_methods[] = {
@@ -490,6 +610,7 @@ static PyMethodDef module_methods[] = {
     {"strerror", mp_strerror, METH_O, strerror_doc},
     {"stats", mp_stats, METH_NOARGS, stats_doc},
     {"snapshot", mp_snapshot, METH_NOARGS, snapshot_doc},
+    {"set_temporary_threshold", mp_set_temporary_threshold, METH_O, set_temporary_threshold_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -538,6 +659,13 @@ PyMODINIT_FUNC PyInit__memprof(void)
         {"STATE_SHUTDOWN", MEMPROF_STATE_SHUTDOWN},
         {"UNWIND_FP", MEMPROF_UNWIND_FP},
         {"UNWIND_DWARF", MEMPROF_UNWIND_DWARF},
+        {"VIEW_LIVE", MEMPROF_VIEW_LIVE},
+        {"VIEW_ALLOC", MEMPROF_VIEW_ALLOC},
+        {"VIEW_PEAK", MEMPROF_VIEW_PEAK},
+        {"VIEW_TEMPORARY", MEMPROF_VIEW_TEMPORARY},
+        {"VIEW_LEAKS", MEMPROF_VIEW_LEAKS},
+        {"SITE_LOW_INFORMATION", MEMPROF_SITE_LOW_INFORMATION},
+        {"SITE_LEAK_SUSPECT", MEMPROF_SITE_LEAK_SUSPECT},
         {"MAX_RATE_BYTES", 1l << 40},
     };
     for (size_t i = 0; i < sizeof constants / sizeof *constants; i++) {
