@@ -14,6 +14,8 @@
 #   snap.estimated_heap_bytes                  # Integer; _low/_high: 95 % interval
 #   snap.top_allocators(5).each { |a| puts "#{a[:estimated_bytes]} #{a[:function]} #{a[:file]}:#{a[:line]}" }
 #   snap.save('heap.pb.gz')                    # format from the extension, or format: :pprof
+#   snap.peak.bytes; snap.series               # the peak, the heap over time
+#   snap.sites(view: :peak).first(3)           # also :live, :alloc, :temporary, :leaks
 #   Memprof.stop
 #
 #   snap = Memprof.profile(sampling_rate_kb: 64) { build_index }  # what the block kept
@@ -106,6 +108,17 @@ module Memprof
       h
     end
 
+    # Sets the lifetime under which a freed allocation counts as temporary (the :temporary
+    # view of Snapshot#sites), in seconds (Integer or Float); 0 or nil restores the default,
+    # 1 ms. It applies to frees from then on, in any state, for the whole process; a
+    # snapshot's peak.temporary_threshold_seconds says which threshold was in force. Raises
+    # Memprof::ArgumentError unless it is a finite number from 0 up to about 584 years
+    # (2**64 ns).
+    def temporary_threshold=(seconds)
+      ns = seconds.nil? ? 0 : threshold_ns(seconds)
+      check(Native.set_temporary_threshold(ns), 'Memprof.temporary_threshold=')
+    end
+
     # The engine state as a Symbol (see stats).
     def state
       Native.state
@@ -190,6 +203,18 @@ module Memprof
                                       "(got #{rate_kb.inspect})"
       end
       (rate_kb * 1024).round
+    end
+
+    def threshold_ns(seconds)
+      unless seconds.is_a?(Numeric) && seconds.real? && seconds >= 0 &&
+             seconds < 2**64 / 1e9 # also refuses NaN
+        raise Memprof::ArgumentError, 'Memprof.temporary_threshold=: seconds must be a ' \
+                                      "number from 0 to #{2**64 / 1e9} or nil " \
+                                      "(got #{seconds.inspect})"
+      end
+      ns = [(seconds * 1_000_000_000).round, 2**64 - 1].min
+      # A positive threshold under 1 ns must not mean "the default".
+      ns.zero? && seconds.positive? ? 1 : ns
     end
 
     def kib(bytes)

@@ -2,7 +2,8 @@
 /*
  * The C half of the Ruby binding, `require 'memprof/memprof_ext'`: thin wrappers over the
  * public libmemprof API (memprof.h) in `Memprof::Native`, and the `Memprof::Snapshot` class
- * wrapping an opaque memprof_snapshot. lib/memprof.rb builds the documented Ruby API on top
+ * wrapping an opaque memprof_snapshot (with the views of MEMPROF_1.2: peak, heap over time,
+ * each view's ranked sites). lib/memprof.rb builds the documented Ruby API on top
  * (keyword arguments, exceptions, frames as structs, top_allocators): this file returns
  * plain integers, strings and arrays, and return codes where the Ruby side chooses the
  * exception. Everything here runs with the GVL held; nothing releases it, so the frame
@@ -127,6 +128,14 @@ static VALUE native_stats(VALUE self)
     mp_frames_stats(h);
     rb_hash_aset(h, ID2SYM(rb_intern("ruby_objects")), mp_objects_enabled() ? Qtrue : Qfalse);
     return h;
+}
+
+/* memprof_set_temporary_threshold(); returns the library's return code (lib/memprof.rb
+ * validates the value and raises). */
+static VALUE native_set_temporary_threshold(VALUE self, VALUE ns)
+{
+    (void)self;
+    return INT2NUM(memprof_set_temporary_threshold(NUM2ULL(ns)));
 }
 
 static VALUE native_objects_enable(VALUE self, VALUE slot_size)
@@ -313,6 +322,79 @@ static VALUE snapshot_write_raw(VALUE self, VALUE path, VALUE format)
     return INT2NUM(memprof_snapshot_write(s->snap, p, (memprof_format)NUM2INT(format)));
 }
 
+/* ---- views (MEMPROF_1.2): peak, heap over time, ranked sites ----------------------------- */
+
+/* The peak as [bytes, bytes_low, bytes_high, count, samples, time_ns, duration_ns,
+ * allocated_bytes, temporary_threshold_ns]; lib/memprof/snapshot.rb makes a Memprof::Peak. */
+static VALUE snapshot_peak_raw(VALUE self)
+{
+    struct mp_snapshot *s = get_snapshot(self);
+    memprof_peak_info p = {.size = sizeof p};
+    int rc = memprof_snapshot_peak(s->snap, &p);
+    if (rc < 0)
+        mp_raise(rc, "Memprof::Snapshot#peak");
+    VALUE a = rb_ary_new_capa(9);
+    rb_ary_push(a, ULL2NUM(p.bytes));
+    rb_ary_push(a, ULL2NUM(p.bytes_low));
+    rb_ary_push(a, ULL2NUM(p.bytes_high));
+    rb_ary_push(a, ULL2NUM(p.count));
+    rb_ary_push(a, ULL2NUM(p.samples));
+    rb_ary_push(a, ULL2NUM(p.time_ns));
+    rb_ary_push(a, ULL2NUM(p.duration_ns));
+    rb_ary_push(a, ULL2NUM(p.allocated_bytes));
+    rb_ary_push(a, ULL2NUM(p.temporary_threshold_ns));
+    return a;
+}
+
+/* The heap over time, oldest first, as [time_ns, live_bytes, allocated_bytes] arrays. */
+static VALUE snapshot_series_raw(VALUE self)
+{
+    struct mp_snapshot *s = get_snapshot(self);
+    /* A snapshot is immutable, so the count asked for first is the count copied. */
+    size_t n = memprof_snapshot_series(s->snap, NULL, 0);
+    memprof_heap_point *pts = n ? ruby_xcalloc(n, sizeof *pts) : NULL;
+    if (n)
+        n = memprof_snapshot_series(s->snap, pts, n);
+    VALUE points = rb_ary_new_capa((long)n);
+    for (size_t i = 0; i < n; i++)
+        rb_ary_push(points,
+                    rb_ary_new_from_args(3, ULL2NUM(pts[i].time_ns), ULL2NUM(pts[i].live_bytes),
+                                         ULL2NUM(pts[i].allocated_bytes)));
+    ruby_xfree(pts);
+    return points;
+}
+
+/* The number of sites a view (a Native::VIEW_* value) ranks. */
+static VALUE snapshot_view_site_count(VALUE self, VALUE view)
+{
+    return SIZET2NUM(
+        memprof_snapshot_view_site_count(get_snapshot(self)->snap, (memprof_view)NUM2INT(view)));
+}
+
+/* A view's site as [stack_id, flags, bytes, bytes_low, bytes_high, count, samples,
+ * lifetime_p50_ns, lifetime_p90_ns, leak_rate]. */
+static VALUE snapshot_view_site_raw(VALUE self, VALUE view, VALUE index)
+{
+    struct mp_snapshot *s = get_snapshot(self);
+    memprof_view_site vs = {.size = sizeof vs};
+    int rc =
+        memprof_snapshot_view_site(s->snap, (memprof_view)NUM2INT(view), NUM2SIZET(index), &vs);
+    if (rc < 0)
+        mp_raise(rc, "Memprof::Snapshot#sites");
+    VALUE a = rb_ary_new_capa(10);
+    rb_ary_push(a, UINT2NUM(vs.stack_id));
+    rb_ary_push(a, UINT2NUM(vs.flags));
+    rb_ary_push(a, ULL2NUM(vs.bytes));
+    rb_ary_push(a, ULL2NUM(vs.bytes_low));
+    rb_ary_push(a, ULL2NUM(vs.bytes_high));
+    rb_ary_push(a, ULL2NUM(vs.count));
+    rb_ary_push(a, ULL2NUM(vs.samples));
+    rb_ary_push(a, ULL2NUM(vs.lifetime_p50_ns));
+    rb_ary_push(a, ULL2NUM(vs.lifetime_p90_ns));
+    rb_ary_push(a, DBL2NUM(vs.leak_rate));
+    return a;
+}
+
 static VALUE snapshot_release(VALUE self)
 {
     struct mp_snapshot *s;
@@ -347,6 +429,8 @@ void Init_memprof_ext(void)
     rb_define_module_function(mNative, "objects_enable", native_objects_enable, 1);
     rb_define_module_function(mNative, "objects_pause", native_objects_pause, 0);
     rb_define_module_function(mNative, "objects_enabled?", native_objects_enabled, 0);
+    rb_define_module_function(mNative, "set_temporary_threshold", native_set_temporary_threshold,
+                              1);
     rb_define_const(mNative, "FORMAT_AUTO", INT2NUM(MEMPROF_FORMAT_AUTO));
     rb_define_const(mNative, "FORMAT_PPROF", INT2NUM(MEMPROF_FORMAT_PPROF));
     rb_define_const(mNative, "FORMAT_SPEEDSCOPE", INT2NUM(MEMPROF_FORMAT_SPEEDSCOPE));
@@ -358,6 +442,13 @@ void Init_memprof_ext(void)
     rb_define_const(mNative, "FRAME_UNRESOLVED", UINT2NUM(MEMPROF_FRAME_UNRESOLVED));
     rb_define_const(mNative, "FRAME_TRUNCATED", UINT2NUM(MEMPROF_FRAME_TRUNCATED));
     rb_define_const(mNative, "DEFAULT_SAMPLING_RATE", UINT2NUM(MEMPROF_DEFAULT_SAMPLING_RATE));
+    rb_define_const(mNative, "VIEW_LIVE", INT2NUM(MEMPROF_VIEW_LIVE));
+    rb_define_const(mNative, "VIEW_ALLOC", INT2NUM(MEMPROF_VIEW_ALLOC));
+    rb_define_const(mNative, "VIEW_PEAK", INT2NUM(MEMPROF_VIEW_PEAK));
+    rb_define_const(mNative, "VIEW_TEMPORARY", INT2NUM(MEMPROF_VIEW_TEMPORARY));
+    rb_define_const(mNative, "VIEW_LEAKS", INT2NUM(MEMPROF_VIEW_LEAKS));
+    rb_define_const(mNative, "SITE_LOW_INFORMATION", UINT2NUM(MEMPROF_SITE_LOW_INFORMATION));
+    rb_define_const(mNative, "SITE_LEAK_SUSPECT", UINT2NUM(MEMPROF_SITE_LEAK_SUSPECT));
 
     cSnapshot = rb_define_class_under(mMemprof, "Snapshot", rb_cObject);
     rb_undef_alloc_func(cSnapshot); /* only Memprof.snapshot makes them */
@@ -376,6 +467,10 @@ void Init_memprof_ext(void)
     rb_define_private_method(cSnapshot, "site_raw", snapshot_site_raw, 1);
     rb_define_private_method(cSnapshot, "stack_raw", snapshot_stack_raw, 1);
     rb_define_private_method(cSnapshot, "write_raw", snapshot_write_raw, 2);
+    rb_define_private_method(cSnapshot, "peak_raw", snapshot_peak_raw, 0);
+    rb_define_private_method(cSnapshot, "series_raw", snapshot_series_raw, 0);
+    rb_define_private_method(cSnapshot, "view_site_count", snapshot_view_site_count, 1);
+    rb_define_private_method(cSnapshot, "view_site_raw", snapshot_view_site_raw, 2);
     rb_define_method(cSnapshot, "release", snapshot_release, 0);
     rb_define_method(cSnapshot, "released?", snapshot_released_p, 0);
 

@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: MIT
 # frozen_string_literal: true
 #
-# Memprof::Snapshot's Ruby half, and the values it hands out: Frame, Sample and Site. The C
-# extension defines the class and the scalar readers (live_samples, estimated_heap_bytes
-# with _low/_high, estimated_count with _low/_high, sampling_rate, timestamp_ns,
-# low_confidence?, site_count, release, released?); this file adds stacks as Frame structs
-# (resolved once per stack and cached), samples, sites, top_allocators and save.
+# Memprof::Snapshot's Ruby half, and the values it hands out: Frame, Sample, Site, and for
+# the views of libmemprof 1.2 Peak, HeapPoint and ViewSite. The C extension defines the class
+# and the scalar readers (live_samples, estimated_heap_bytes with _low/_high,
+# estimated_count with _low/_high, sampling_rate, timestamp_ns, low_confidence?, site_count,
+# release, released?); this file adds stacks as Frame structs (resolved once per stack and
+# cached), samples, sites (per view), peak, series, top_allocators and save.
 #
 # Estimates are plain Integers; the 95 % interval lives in separate _low/_high readers.
 # A snapshot is an immutable copy: it does not change when the program allocates, and its
@@ -59,7 +60,65 @@ module Memprof
                     :estimated_bytes_high, :estimated_count, :alloc_samples, :alloc_bytes,
                     :alloc_count, keyword_init: true)
 
+  # A call site as one view sees it (Snapshot#sites(view: ...)): one distinct stack, with the
+  # view's estimated bytes and their 95 % interval, allocations (0 in the leaks view), the
+  # samples behind them, the lifetimes of its freed samples in seconds (the upper edge of
+  # their power-of-4 bucket; nil when none was freed), the leak rate in bytes per second
+  # (leaks view; 0.0 otherwise) and two flags. :function, :file and :line name the frame the
+  # site is attributed to, as in top_allocators (the innermost Ruby frame with a file).
+  ViewSite = Struct.new(:view, :stack_id, :stack, :function, :file, :line, :bytes, :bytes_low,
+                        :bytes_high, :count, :samples, :lifetime_p50, :lifetime_p90, :leak_rate,
+                        :low_information, :leak_suspect, keyword_init: true) do
+    # The estimate rests on little information (a few samples of small blocks): read it as
+    # an order of magnitude.
+    def low_information?
+      low_information
+    end
+
+    # Its live samples were allocated at a steady rate through the run.
+    def leak_suspect?
+      leak_suspect
+    end
+
+    # Site's names, so code written for Site reads a ViewSite too.
+    def estimated_bytes
+      bytes
+    end
+
+    def estimated_bytes_low
+      bytes_low
+    end
+
+    def estimated_bytes_high
+      bytes_high
+    end
+  end
+
+  # The peak of the estimated live heap since sampling first started (Snapshot#peak): bytes
+  # with their 95 % interval, allocations and samples live then, when (seconds since the
+  # first start), how long the run was up to the snapshot, the bytes allocated in all, and
+  # the temporary threshold the temporary view used (seconds).
+  Peak = Struct.new(:bytes, :bytes_low, :bytes_high, :count, :samples, :time_seconds,
+                    :duration_seconds, :allocated_bytes, :temporary_threshold_seconds,
+                    keyword_init: true)
+
+  # One point of the heap over time (Snapshot#series): seconds since the first start, the
+  # estimated live bytes then and the estimated bytes allocated up to then. `to_a` gives
+  # [time_seconds, live_bytes, allocated_bytes].
+  HeapPoint = Struct.new(:time_seconds, :live_bytes, :allocated_bytes, keyword_init: true)
+
   class Snapshot
+    # The views #sites ranks call sites by: live now, allocated since sampling began, live
+    # at the peak, allocated and freed within the temporary threshold
+    # (Memprof.temporary_threshold=), and the survivors of leak suspects.
+    VIEWS = {
+      live: Native::VIEW_LIVE,
+      alloc: Native::VIEW_ALLOC,
+      peak: Native::VIEW_PEAK,
+      temporary: Native::VIEW_TEMPORARY,
+      leaks: Native::VIEW_LEAKS
+    }.freeze
+
     # Output formats of #save, by name (as everywhere in libmemprof).
     FORMATS = {
       pprof: Native::FORMAT_PPROF,
@@ -99,15 +158,45 @@ module Memprof
       end
     end
 
-    # Every call site, largest estimated live bytes first, as an Array of Site. Sites with
-    # nothing live are included (they show what was allocated and freed).
-    def sites
+    # Without `view:`, every call site, largest estimated live bytes first, as an Array of
+    # Site; sites with nothing live are included (they show what was allocated and freed).
+    #
+    # With `view:` (:live, :alloc, :peak, :temporary or :leaks, or the same as Strings; see
+    # VIEWS), the sites that view ranks, largest first, as an Array of ViewSite: only those
+    # with a non-zero value in it (for :leaks, the leak suspects). Raises
+    # Memprof::ArgumentError for an unknown view.
+    def sites(view: nil)
+      return view_sites(view) unless view.nil?
+
       @sites ||= Array.new(site_count) do |i|
         id, live, bytes, low, high, count, alloc_samples, alloc_bytes, alloc_count = site_raw(i)
         Site.new(stack_id: id, stack: stack(id), live_samples: live, estimated_bytes: bytes,
                  estimated_bytes_low: low, estimated_bytes_high: high, estimated_count: count,
                  alloc_samples: alloc_samples, alloc_bytes: alloc_bytes,
                  alloc_count: alloc_count).freeze
+      end.freeze
+    end
+
+    # The peak of the estimated live heap since sampling first started, a frozen Peak. The
+    # engine records the per-site picture whenever the estimate climbs more than 1/64 above
+    # the last recorded peak, so `bytes` is within about 1.6 % of the highest estimate.
+    def peak
+      @peak ||= begin
+        bytes, low, high, count, samples, time_ns, duration_ns, allocated, threshold_ns = peak_raw
+        Peak.new(bytes: bytes, bytes_low: low, bytes_high: high, count: count, samples: samples,
+                 time_seconds: time_ns / 1e9, duration_seconds: duration_ns / 1e9,
+                 allocated_bytes: allocated,
+                 temporary_threshold_seconds: threshold_ns / 1e9).freeze
+      end
+    end
+
+    # The heap over time: a frozen Array of HeapPoint, oldest first, the last one the
+    # snapshot's own. At most about 1,000 points however long the run (neighbours are merged
+    # as it grows, keeping the higher one, so the peak stays).
+    def series
+      @series ||= series_raw.map do |time_ns, live, allocated|
+        HeapPoint.new(time_seconds: time_ns / 1e9, live_bytes: live,
+                      allocated_bytes: allocated).freeze
       end.freeze
     end
 
@@ -183,6 +272,30 @@ module Memprof
     end
 
     private
+
+    def view_sites(view)
+      key = view.to_sym if view.is_a?(Symbol) || view.is_a?(String)
+      code = VIEWS[key] if key
+      unless code
+        raise Memprof::ArgumentError,
+              "Memprof::Snapshot#sites: unknown view #{view.inspect} (expected one of " \
+              "#{VIEWS.keys.map(&:inspect).join(', ')})"
+      end
+
+      @view_sites ||= {}
+      @view_sites[key] ||= Array.new(view_site_count(code)) do |i|
+        id, flags, bytes, low, high, count, samples, p50, p90, rate = view_site_raw(code, i)
+        stack = stack(id)
+        frame = allocator_frame(stack)
+        ViewSite.new(view: key, stack_id: id, stack: stack, function: frame&.function,
+                     file: frame&.file, line: frame&.line, bytes: bytes, bytes_low: low,
+                     bytes_high: high, count: count, samples: samples,
+                     lifetime_p50: p50.zero? ? nil : p50 / 1e9,
+                     lifetime_p90: p90.zero? ? nil : p90 / 1e9, leak_rate: rate,
+                     low_information: flags.anybits?(Native::SITE_LOW_INFORMATION),
+                     leak_suspect: flags.anybits?(Native::SITE_LEAK_SUSPECT)).freeze
+      end.freeze
+    end
 
     def format_code(format)
       return Native::FORMAT_AUTO if format.nil?
