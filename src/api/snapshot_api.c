@@ -18,6 +18,7 @@
 #include "core/engine.h"
 #include "core/snapshot.h"
 #include "export/export.h"
+#include "export/interval.h"
 #include "export/pprof.h"
 #include "memprof/memprof.h"
 #include "resolve/stacks.h"
@@ -62,8 +63,16 @@ int memprof_snapshot_estimate(const memprof_snapshot *snapshot, memprof_estimate
                           .sampling_rate = snapshot->rate,
                           .timestamp_ns = snapshot->timestamp_ns,
                           .low_confidence = snapshot->nsamples < 100};
-    memprof__est_interval(t->bytes, t->bytes_var, &e.bytes_low, &e.bytes_high);
-    memprof__est_interval(t->count, t->count_var, &e.count_low, &e.count_high);
+    /* Exact Poisson intervals of the effective sample count (export/interval.h), which hold
+     * at any number of samples: bytes with the rate, which separates what the samples prove
+     * from the Poisson part; counts without it (a count's weight 1/p has no common scale). */
+    struct memprof_interval iv;
+    memprof__interval_at_rate(t->bytes, t->bytes_var, t->samples, snapshot->rate, &iv);
+    e.bytes_low = iv.lo;
+    e.bytes_high = iv.hi;
+    memprof__interval(t->count, t->count_var, t->samples, &iv);
+    e.count_low = iv.lo;
+    e.count_high = iv.hi;
     memcpy(out, &e, out->size < sizeof e ? out->size : sizeof e);
     return 0;
 }
@@ -126,8 +135,11 @@ int memprof_snapshot_site(const memprof_snapshot *snapshot, size_t index, mempro
         .alloc_bytes = site->alloc_est_bytes,
         .alloc_count = site->alloc_est_count,
     };
-    memprof__est_interval(site->live.bytes, site->live.bytes_var, &info.live_bytes_low,
-                          &info.live_bytes_high);
+    struct memprof_interval iv;
+    memprof__interval_at_rate(site->live.bytes, site->live.bytes_var, site->live.samples,
+                              snapshot->rate, &iv);
+    info.live_bytes_low = iv.lo;
+    info.live_bytes_high = iv.hi;
     memcpy(out, &info, out->size < sizeof info ? out->size : sizeof info);
     return 0;
 }
