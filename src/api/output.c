@@ -92,6 +92,11 @@ static enum target classify(const char *path, int *fd, struct stat *st)
         return TARGET_REPLACE; /* the open fails with ENAMETOOLONG as it should */
     strcpy(cur, path);
     for (int hops = 0; hops < 40; hops++) {
+        /* A descriptor's name whether or not the descriptor is open: a closed one (a
+         * program that closed its stderr, MEMPROF_OUTPUT=/dev/stderr) fails with EBADF. It
+         * is not a dangling link to replace: that would replace /dev/stderr itself. */
+        if (descriptor_link(cur, fd))
+            return TARGET_DESCRIPTOR;
         if (lstat(cur, st) != 0)
             return TARGET_REPLACE; /* a new file, or a dangling link to be replaced */
         if (!S_ISLNK(st->st_mode)) {
@@ -99,8 +104,6 @@ static enum target classify(const char *path, int *fd, struct stat *st)
                 return TARGET_REPLACE; /* a symlink to anything else is replaced */
             return S_ISDIR(st->st_mode) ? TARGET_DIRECTORY : TARGET_IN_PLACE;
         }
-        if (descriptor_link(cur, fd))
-            return TARGET_DESCRIPTOR;
         ssize_t n = readlink(cur, text, sizeof text - 1);
         if (n <= 0)
             return TARGET_REPLACE;

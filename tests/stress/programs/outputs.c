@@ -10,16 +10,19 @@
  * this test's own, emptied first).
  *
  *   api     (profiled runs) memprof_snapshot_write() to a FIFO with a reader (and without
- *           one: an error, at once), to /proc/self/fd/N, /dev/fd/N and a symlink to
+ *           one: an error, at once), to a closed descriptor's name and a symlink to one (an
+ *           error; the link stays), to /proc/self/fd/N, /dev/fd/N and a symlink to
  *           /proc/self/fd/N of a pipe, to symlinks to /dev/stdout and /dev/stderr in a child
  *           whose descriptor is a pipe, to /proc/self/fd/N of a regular file (the profile
  *           lands between what the program wrote before and after), to a listening Unix
  *           socket, and to a character device (mknod of /dev/null's numbers in DIR; as root).
  *   plugin  (preload runs) MEMPROF_OUTPUT naming a symlink to /dev/stdout or /dev/stderr: a
- *           child's exit-time profile arrives on its stdout or stderr pipe; a FIFO with and
- *           without a reader (the child exits either way).
+ *           child's exit-time profile arrives on its stdout or stderr pipe, and a child that
+ *           closed that descriptor leaves the link alone; a FIFO with and without a reader
+ *           (the child exits either way).
  *   cli     (plain runs) `memprof report -o` and `memprof run -o` to a symlink to
- *           /dev/stdout (the profile arrives on the pipe), to a FIFO with a reader, and to a
+ *           /dev/stdout (the profile arrives on the pipe; with stdout closed, report fails
+ *           and the link stays), to a FIFO with a reader, and to a
  *           character device (as root): each target is still what it was, and nothing else is
  *           left in DIR.
  * The real /dev/stdout and /dev/stderr are reached only through symlinks in DIR: a
@@ -247,6 +250,21 @@ static void api_phase(void)
     api_write(path, 1, "FIFO without a reader");
     expect_type(path, S_IFIFO, "FIFO without a reader");
 
+    /* A closed descriptor's names: the write fails, and a symlink to one is not a dangling
+     * link to replace (that would replace /dev/stderr itself when the program has closed its
+     * stderr). */
+    int closed_fd = 1000;
+    while (fcntl(closed_fd, F_GETFD) >= 0)
+        closed_fd++;
+    char closed_name[64];
+    snprintf(closed_name, sizeof closed_name, "/proc/self/fd/%d", closed_fd);
+    api_write(closed_name, 1, "a closed descriptor by /proc/self/fd/N");
+    in_dir(link, sizeof link, "link-closed");
+    CHECK(symlink(closed_name, link) == 0, "symlink");
+    api_write(link, 1, "a symlink to a closed descriptor's name");
+    expect_link(link, closed_name, "a symlink to a closed descriptor's name");
+    unlink(link);
+
     /* A pipe's descriptor by its names. */
     for (int i = 0; i < 3; i++) {
         int p[2];
@@ -393,6 +411,13 @@ static void plugin_phase(void)
             CHECK(strstr(got, "exit-child stdout\n") != NULL, "the child's own output is gone");
         free(got);
         expect_link(link, target, target);
+
+        /* The same when the child has closed that descriptor before exit: the profile
+         * cannot be written, and the link stays. */
+        char *closing[] = {(char *)self, fd == 1 ? "exit-child-close-1" : "exit-child-close-2",
+                           NULL};
+        CHECK(run(closing, env, -1, -1) == 0, "the child did not exit 0");
+        expect_link(link, target, "MEMPROF_OUTPUT naming a symlink to a closed descriptor");
         unlink(link);
     }
 
@@ -435,6 +460,20 @@ static void cli_phase(void)
           status, got);
     free(got);
     expect_link(link, "/dev/stdout", "memprof report -o");
+    int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    fflush(NULL);
+    pid_t pid = fork(); /* the command with its stdout closed */
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        close(STDOUT_FILENO);
+        dup2(devnull, STDERR_FILENO); /* its message about the failure */
+        execv(report[0], report);
+        _exit(127);
+    }
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 1,
+          "memprof report -o (symlink to a closed stdout) did not fail");
+    close(devnull);
+    expect_link(link, "/dev/stdout", "memprof report -o, stdout closed");
     char *runo[] = {(char *)memprof_cmd, "run",        "-q", "-f", "text", "-o", link, "--",
                     (char *)self,        "exit-child", NULL};
     got = run_capture(runo, NULL, false, &status);
@@ -471,19 +510,24 @@ static void cli_phase(void)
            dev ? ", report -o and run -o to a character device" : "");
 }
 
-static int exit_child(void)
+/* "exit-child": allocates, prints a line and exits, leaving its profile to the plugin;
+ * "exit-child-close-N" closes descriptor N first. */
+static int exit_child(const char *mode)
 {
     for (int i = 0; i < 64; i++)
         prog_touch(malloc(1000 + (size_t)i), 1); /* left live for the profile */
     printf("exit-child stdout\n");
+    fflush(stdout);
+    if (!strncmp(mode, "exit-child-close-", 17))
+        close(atoi(mode + 17));
     return 0;
 }
 
 int main(int argc, char **argv)
 {
     self = argv[0];
-    if (argc > 1 && !strcmp(argv[1], "exit-child"))
-        return exit_child();
+    if (argc > 1 && !strncmp(argv[1], "exit-child", 10))
+        return exit_child(argv[1]);
     CHECK(argc >= 4, "usage: %s BACKEND MEMPROF DIR", argv[0]);
     memprof_cmd = argv[2];
     dir = argv[3];
