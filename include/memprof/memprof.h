@@ -257,7 +257,9 @@ typedef struct memprof_estimate {
     uint64_t count_high;     /**< Upper end of the 95 % interval of `count`. */
     uint64_t sampling_rate;  /**< Mean bytes between samples, as configured. */
     uint64_t timestamp_ns;   /**< CLOCK_MONOTONIC time the snapshot was taken. */
-    uint32_t low_confidence; /**< 1 if fewer than 100 live samples: treat as a rough guide. */
+    uint32_t low_confidence; /**< 1 if the estimate rests on little information (an effective
+                                  sample count under 10: a few samples of small blocks),
+                                  whatever the number of samples: treat it as a rough guide. */
     uint32_t reserved;       /**< Zero. */
 } memprof_estimate;
 
@@ -267,8 +269,10 @@ typedef struct memprof_estimate {
  * @param out filled up to `out->size` bytes.
  * @return 0; `-EINVAL` if an argument is NULL or `out->size` is too small to hold `bytes`.
  *
- * The interval is a normal approximation of the Horvitz–Thompson estimator's variance
- * (sum over samples of `s^2 (1 - p) / p^2`); it is reliable from about 100 samples on.
+ * The interval is built from the Horvitz–Thompson estimator's variance (sum over samples of
+ * `s^2 (1 - p) / p^2`) as an exact Poisson (Garwood) interval of the effective sample count,
+ * so it holds at any number of samples, also where few samples of small blocks make the
+ * normal approximation too narrow (the user guide's "Intervals").
  * Thread-safe. @since 1.0
  */
 MEMPROF_API int memprof_snapshot_estimate(const memprof_snapshot *snapshot, memprof_estimate *out);

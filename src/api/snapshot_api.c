@@ -61,8 +61,7 @@ int memprof_snapshot_estimate(const memprof_snapshot *snapshot, memprof_estimate
                           .bytes = memprof__est_round(t->bytes),
                           .count = memprof__est_round(t->count),
                           .sampling_rate = snapshot->rate,
-                          .timestamp_ns = snapshot->timestamp_ns,
-                          .low_confidence = snapshot->nsamples < 100};
+                          .timestamp_ns = snapshot->timestamp_ns};
     /* Exact Poisson intervals of the effective sample count (export/interval.h), which hold
      * at any number of samples: bytes with the rate, which separates what the samples prove
      * from the Poisson part; counts without it (a count's weight 1/p has no common scale). */
@@ -70,6 +69,7 @@ int memprof_snapshot_estimate(const memprof_snapshot *snapshot, memprof_estimate
     memprof__interval_at_rate(t->bytes, t->bytes_var, t->samples, snapshot->rate, &iv);
     e.bytes_low = iv.lo;
     e.bytes_high = iv.hi;
+    e.low_confidence = iv.low_information != 0; /* keyed on information, not on a count */
     memprof__interval(t->count, t->count_var, t->samples, &iv);
     e.count_low = iv.lo;
     e.count_high = iv.hi;

@@ -8,6 +8,7 @@
 
 #include "core/engine.h"
 #include "core/snapshot.h"
+#include "export/interval.h"
 #include "memprof/memprof.h"
 
 #define FIELD_END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
@@ -27,7 +28,10 @@ int memprof_snapshot_peak(const memprof_snapshot *snapshot, memprof_peak_info *o
         .allocated_bytes = snapshot->nseries ? snapshot->series[snapshot->nseries - 1].alloc : 0,
         .temporary_threshold_ns = snapshot->temp_threshold_ns,
     };
-    memprof__est_interval(pk->bytes, pk->bytes_var, &info.bytes_low, &info.bytes_high);
+    struct memprof_interval iv;
+    memprof__interval_at_rate(pk->bytes, pk->bytes_var, pk->samples, snapshot->rate, &iv);
+    info.bytes_low = iv.lo;
+    info.bytes_high = iv.hi;
     memcpy(out, &info, out->size < sizeof info ? out->size : sizeof info);
     return 0;
 }
@@ -89,12 +93,16 @@ int memprof_snapshot_view_site(const memprof_snapshot *snapshot, memprof_view vi
         info.thread_id = t->tid;
         info.thread_name = t->name[0] ? t->name : NULL;
     }
-    /* Views without a variance: each sample taken to weigh the site's mean. */
+    /* Views without a variance: each sample taken to weigh the site's mean, a Poisson
+     * count scaled by it. The interval holds at small counts (export/interval.h). */
     double var = view == MEMPROF_VIEW_LIVE || view == MEMPROF_VIEW_PEAK
                      ? e->bytes_var
                      : e->bytes * e->bytes / (double)(e->samples ? e->samples : 1);
-    memprof__est_interval(e->bytes, var, &info.bytes_low, &info.bytes_high);
-    if (e->samples < 10 && var > 0)
+    struct memprof_interval iv;
+    memprof__interval_at_rate(e->bytes, var, e->samples, snapshot->rate, &iv);
+    info.bytes_low = iv.lo;
+    info.bytes_high = iv.hi;
+    if (iv.low_information)
         info.flags |= MEMPROF_SITE_LOW_INFORMATION;
     memcpy(out, &info, out->size < sizeof info ? out->size : sizeof info);
     return 0;

@@ -738,19 +738,21 @@ static void check_workload(const struct workload *w, const struct run_results *r
     }
     printf("  worst per-site mean deviation: %.2f %% (tolerance %.0f %%)\n", 100 * worst,
            100 * site_tol);
-    /* Pooled over sites and seeds, the trials are many (up to ~87,000), and with ~100
-     * samples per site the normal approximation is itself good to about a point, so the
-     * band allows a true coverage anywhere in 94-96 % plus the binomial noise around it. */
+    /* Pooled over sites and seeds, the trials are many (up to ~87,000). The site intervals
+     * (export/interval.h) guarantee 95 % also where whole blocks of a few times the rate go
+     * unsampled, which makes them conservative for such sites (they cover ~99 % there,
+     * doc/statistics.md): the band allows a true coverage anywhere in 94-98 % plus the
+     * binomial noise around it, and still fails an interval that under-covers. */
     uint64_t n = r->site_trials, lo, hi, unused;
     binomial_band(n, 0.94, ALPHA / 4, &lo, &unused);
-    binomial_band(n, 0.96, ALPHA / 4, &unused, &hi);
+    binomial_band(n, 0.98, ALPHA / 4, &unused, &hi);
     double cov = (double)r->site_covered / (double)(n ? n : 1);
     double flo = (double)lo / (double)(n ? n : 1), fhi = (double)hi / (double)(n ? n : 1);
     printf("  per-site bytes: %" PRIu64 " of %" PRIu64 " site intervals cover the truth "
            "(%.2f %%); accepted %.2f-%.2f %%\n",
            r->site_covered, n, 100 * cov, 100 * flo, 100 * fhi);
     EXPECT(n >= 2 * (uint64_t)n_seeds);
-    EXPECT(flo >= 0.90 && fhi <= 0.985);
+    EXPECT(flo >= 0.90 && fhi <= 0.99);
     EXPECT(r->site_covered >= lo && r->site_covered <= hi);
     fprintf(table,
             "| %s | per-site bytes and allocations (%u sites) | %" PRIu64 " | %u | | worst "

@@ -18,6 +18,7 @@
 #include "core/engine.h"
 #include "core/estimate.h"
 #include "core/snapshot.h"
+#include "export/interval.h"
 #include "memprof/memprof.h"
 #include "engine_fixture.h"
 #include "test.h"
@@ -263,9 +264,13 @@ static void test_estimates_use_unbiased_weights(void)
     EXPECT_EQ_U(e.count, memprof__est_round(200 / p));
     EXPECT(e.bytes_low < e.bytes && e.bytes < e.bytes_high);
     EXPECT(e.count_low < e.count && e.count < e.count_high);
-    /* The interval is est +/- 1.96 sd with var = sum s^2 (1-p)/p^2. */
-    double half = 1.959964 * sqrt(200 * 1000.0 * 1000.0 * (1 - p) / (p * p));
-    EXPECT(fabs((double)(e.bytes_high - e.bytes) - half) <= 1.0);
+    /* The interval is the site interval of export/interval.h at this rate, from the
+     * estimate and var = sum s^2 (1-p)/p^2. */
+    struct memprof_interval iv;
+    memprof__interval_at_rate(200 * 1000 / p, 200 * 1000.0 * 1000.0 * (1 - p) / (p * p), 200,
+                              rate, &iv);
+    EXPECT_EQ_U(e.bytes_low, iv.lo);
+    EXPECT_EQ_U(e.bytes_high, iv.hi);
     EXPECT_EQ(e.low_confidence, 0);
     EXPECT_EQ_U(e.sampling_rate, rate);
     memprof_free_snapshot(snap);
