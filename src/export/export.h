@@ -53,10 +53,11 @@ const char *memprof__export_duration(uint64_t ns, char *buf, unsigned size);
 
 /* The 95 % interval of a site's (or the heap's) byte estimate with variance `var` from
  * `samples` samples at sampling rate `rate`, and whether the estimate rests on so little
- * information that a reader should take it as rough. A view without a variance (alloc,
- * temporary, leaks) passes var < 0: it gets the mark, from the variance of `samples` equal
- * shares of the estimate, and an interval it should not print. Every writer marks sites
- * through this one function, so they agree. */
+ * information that a reader should take it as rough: memprof__interval_at_rate()
+ * (interval.h). A view without a variance (alloc, temporary, leaks) passes var < 0: it gets
+ * the mark, from the variance of `samples` equal shares of the estimate (so `samples`
+ * effective samples), and an interval it should not print. Every writer marks sites through
+ * this one function, so they agree. */
 struct memprof_export_interval {
     uint64_t lo, hi;
     int low_information;

@@ -18,12 +18,10 @@
 
 #include "core/estimate.h"
 #include "export/export.h"
+#include "export/interval.h"
 #include "memprof/memprof.h"
 
 #define PATH_FRAMES 10
-
-/* Until a site estimate rests on this many samples its interval is marked as rough. */
-#define FEW_SAMPLES 10
 
 const char *memprof__export_bytes(uint64_t bytes, char *buf, unsigned size)
 {
@@ -69,11 +67,14 @@ void memprof__export_interval(double est, double var, uint64_t samples, uint64_t
      * 1/sqrt(samples)). */
     if (var < 0)
         var = samples ? est * est / (double)samples : 0.0;
-    /* The normal approximation; src/export/interval.h replaces it with an interval that
-     * holds at small sample counts (and needs the rate) once it is in the tree. */
-    (void)rate;
-    memprof__est_interval(est, var, &out->lo, &out->hi);
-    out->low_information = samples < FEW_SAMPLES;
+    /* The interval that holds at small sample counts (doc/statistics.md, "Intervals"); its
+     * low-information test looks at the variance, so a few samples of blocks far above the
+     * rate, estimated exactly, are not marked. */
+    struct memprof_interval iv;
+    memprof__interval_at_rate(est, var, samples, rate, &iv);
+    out->lo = iv.lo;
+    out->hi = iv.hi;
+    out->low_information = iv.low_information;
 }
 
 /* The first frames of a stack, one per line, with file:line where known. */

@@ -322,8 +322,10 @@ def check_html(name, text, stacks):
     for key in ("dropped", "overflows", "truncated", "unresolved", "addresses"):
         check(isinstance(d["health"].get(key), int), f"{name}: health.{key}")
     if name == "basic":
-        check(d["heap"] == {"bytes": 5600, "lo": 4540, "hi": 6660, "low": 0, "objects": 38,
-                            "samples": 18}, f"basic: heap {d['heap']}")
+        # The interval itself is interval.h's (test_views.c checks the numbers).
+        h = d["heap"]
+        check((h["bytes"], h["low"], h["objects"], h["samples"]) == (5600, 0, 38, 18) and
+              h["lo"] <= 5600 <= h["hi"], f"basic: heap {h}")
         check(d["peak"]["bytes"] == 0 and not d["series"] and not d["threads"] and not d["life"],
               f"basic: peak, series, threads or lifetimes out of nothing")
         check(d["health"] == {"dropped": 2, "overflows": 1, "truncated": 1, "unresolved": 1,

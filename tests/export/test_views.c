@@ -9,6 +9,7 @@
 #include <errno.h>
 
 #include "export/export.h"
+#include "export/interval.h"
 #include "export/json.h"
 #include "profiles.h"
 #include "test.h"
@@ -162,6 +163,43 @@ static void test_deterministic(void)
     }
 }
 
+/* The page's intervals and marks are interval.h's, as the text report's are: the heap, the
+ * peak and a site. */
+static void test_html_intervals_come_from_interval_h(void)
+{
+    char *buf = NULL, want[256];
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(f != NULL);
+    CHECK(memprof__export_html(&views_profile, f, MEMPROF_VIEW_LIVE) == 0);
+    fclose(f);
+    const struct memprof_profile *p = &views_profile;
+    struct memprof_interval heap, peak, site;
+    memprof__interval_at_rate((double)p->inuse_space, p->inuse_space_var, p->live_samples,
+                              p->sampling_rate, &heap);
+    memprof__interval_at_rate((double)p->peak_space, p->peak_space_var, p->peak_samples,
+                              p->sampling_rate, &peak);
+    snprintf(want, sizeof want,
+             "\"heap\":{\"bytes\":%" PRIu64 ",\"lo\":%" PRIu64 ",\"hi\":%" PRIu64 ",\"low\":%d,",
+             p->inuse_space, heap.lo, heap.hi, heap.low_information);
+    if (!EXPECT(strstr(buf, want) != NULL))
+        fprintf(stderr, "  missing %s\n", want);
+    snprintf(want, sizeof want,
+             "\"peak\":{\"bytes\":%" PRIu64 ",\"lo\":%" PRIu64 ",\"hi\":%" PRIu64 ",\"low\":%d,",
+             p->peak_space, peak.lo, peak.hi, peak.low_information);
+    if (!EXPECT(strstr(buf, want) != NULL))
+        fprintf(stderr, "  missing %s\n", want);
+    /* The first stack (grow_cache, live view columns: bytes, lo, hi). */
+    const struct memprof_pstack *st = &p->stacks[0];
+    memprof__interval_at_rate((double)st->inuse_space, st->inuse_space_var, st->live_samples,
+                              p->sampling_rate, &site);
+    snprintf(want, sizeof want, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",", st->inuse_space, site.lo,
+             site.hi);
+    if (!EXPECT(strstr(buf, want) != NULL))
+        fprintf(stderr, "  missing %s\n", want);
+    free(buf);
+}
+
 /* A view number out of range is refused before anything is written. */
 static void test_unknown_view_is_refused(void)
 {
@@ -186,6 +224,7 @@ static const struct test_case cases[] = {
     TEST_CASE(test_write_error),
     TEST_CASE(test_deterministic),
     TEST_CASE(test_unknown_view_is_refused),
+    TEST_CASE(test_html_intervals_come_from_interval_h),
 };
 
 int main(int argc, char **argv)
