@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "common/compiler.h"
+#include "memprof/memprof.h"
 
 /* How the caller wants descriptors and FIFOs handled. */
 struct memprof_output {
@@ -36,6 +37,12 @@ struct memprof_output {
  * -ENXIO for a FIFO without a reader (unless waited for) or a socket nobody listens on. */
 MEMPROF_INTERNAL int memprof__output_write(const char *path, int (*fill)(FILE *out, void *ctx),
                                            void *ctx, const struct memprof_output *how);
+
+/* memprof_snapshot_write() with `how` (the plugin's writer reaches the program's descriptors
+ * its own way: preload_dump.c). Counts failures in write_failures as it does. */
+MEMPROF_INTERNAL int memprof__snapshot_write_how(const memprof_snapshot *snapshot, const char *path,
+                                                 memprof_format format,
+                                                 const struct memprof_output *how);
 
 /* Whether `path` would be written in place (a device, FIFO, socket or descriptor name) and
  * not replaced by a new file. */

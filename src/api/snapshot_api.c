@@ -254,6 +254,12 @@ static int fill_profile(FILE *out, void *ctx)
 int memprof_snapshot_write(const memprof_snapshot *snapshot, const char *path,
                            memprof_format format)
 {
+    return memprof__snapshot_write_how(snapshot, path, format, NULL);
+}
+
+int memprof__snapshot_write_how(const memprof_snapshot *snapshot, const char *path,
+                                memprof_format format, const struct memprof_output *how)
+{
     if (!snapshot || !path || !*path || (unsigned)format > MEMPROF_FORMAT_HTML)
         return -EINVAL;
     if (format == MEMPROF_FORMAT_AUTO)
@@ -262,7 +268,7 @@ int memprof_snapshot_write(const memprof_snapshot *snapshot, const char *path,
     /* A regular file is replaced atomically (temporary file + rename), anything else
      * (device, FIFO, socket, /dev/stdout and the like) written in place: api/output.c. */
     struct write_job job = {snapshot, format};
-    int rc = memprof__output_write(path, fill_profile, &job, NULL);
+    int rc = memprof__output_write(path, fill_profile, &job, how);
     if (rc != 0)
         atomic_fetch_add_explicit(&memprof__engine.write_failures, 1, memory_order_relaxed);
     memprof__guard_leave(g);

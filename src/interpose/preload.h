@@ -38,7 +38,16 @@ struct memprof_retarget {
  * found and retargeted. Once, from the plugin's constructor. */
 bool memprof__preload_retarget_libc(const struct memprof_retarget *targets, size_t n);
 
-/* One line on stderr, unless MEMPROF_QUIET=1. */
+/* One line on stderr, unless MEMPROF_QUIET=1 or descriptor 2 is no longer the stderr the
+ * program started with (preload_env.c). */
 void memprof__preload_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Whether the calling thread is the profile writer with a descriptor table of its own
+ * (preload_dump.c), where the program's descriptors are reached only through
+ * memprof__preload_program_fd(). */
+bool memprof__preload_private_fds(void);
+/* A close-on-exec descriptor in the calling thread's table for the program's descriptor
+ * `n` (the same open file, through pidfd_getfd()), or a negative errno. */
+int memprof__preload_program_fd(int n);
 
 #endif

@@ -2,14 +2,32 @@
 /*
  * The preload backend's profile files: written at exit (after the program's own atexit
  * handlers), and optionally every MEMPROF_INTERVAL seconds and whenever MEMPROF_SIGNAL
- * arrives. Periodic and signalled dumps run on a dedicated thread: a signal handler may only
- * post a semaphore, since taking a snapshot and writing a file are not async-signal-safe.
- * The thread carries the re-entrancy guard for life, so its own allocations are never
- * sampled. One mutex orders the dumps, so the exit-time profile is the last one written.
+ * arrives. Periodic and signalled dumps run on a dedicated thread, the writer: a signal
+ * handler may only post a semaphore, since taking a snapshot and writing a file are not
+ * async-signal-safe. The writer carries the re-entrancy guard for life, so its own
+ * allocations are never sampled. One mutex orders the dumps, so the exit-time profile is
+ * the last one written.
+ *
+ * Descriptors. The program must never observe one of the profiler's: take the lowest free
+ * descriptor its open() expected (the close(0); open() idiom), write to a descriptor the
+ * program closed and reopened, keep open a file it lists or closes, or hand one to a
+ * program it starts. So the writer has a descriptor table of its own: it calls
+ * unshare(CLONE_FILES) when it starts and closes the copy of the program's descriptors
+ * that gives it. Everything it opens (the temporary file, and the object and debug files
+ * the symbolizer, libdw, keeps open for the life of the process) lives in that table, out
+ * of the program's sight. The program's descriptors it does need -- MEMPROF_OUTPUT naming
+ * /dev/stdout or /dev/stderr, and stderr for a message -- it takes for the moment of the
+ * write with pidfd_getfd() (Linux 5.6); without that system call (an older kernel, a
+ * seccomp filter that refuses it) it cannot reach them from a private table, so it keeps
+ * sharing the program's, as before. When a writer runs, the exit-time profile is handed to
+ * it as well (exit() waits for it), so that all of the plugin's symbolization happens in one
+ * table: libdw's descriptors are numbers in the table that opened them. Without
+ * MEMPROF_INTERVAL and MEMPROF_SIGNAL there is no writer and exit() writes the profile
+ * itself, in the program's table, as the program's last act.
  *
  * A forked child that exits writes its own profile: to the %p expansion of its pid, or,
  * when the path has no %p, to "<path>.<pid>", so it never overwrites its parent's file. The
- * dump thread does not survive fork(); a child only writes at exit.
+ * writer does not survive fork(); a child whose parent had one starts its own at exit.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -20,11 +38,27 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+/* The same numbers on every architecture (the common system-call table of Linux 5.3+). */
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+#include "api/output.h"
 #include "api/values.h"
 #include "common/atomic.h"
 #include "core/engine.h"
@@ -34,8 +68,17 @@
 static struct memprof_dump_config cfg;
 static pid_t pid_at_start;
 static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
-static sem_t wakeup;
+static sem_t wakeup;    /* a dump is wanted: the dump signal, or exit() */
+static sem_t exit_done; /* the writer has written the exit-time profile */
 static volatile sig_atomic_t exiting;
+static atomic_int exit_requested;
+/* The writer: the process it runs in (0: none in this process), its thread id, and
+ * whether its descriptor table is its own. `wanted`: this process or its parent before a
+ * fork started one, so exit() hands its profile to a writer. */
+static pid_t writer_pid;
+static atomic_long writer_tid;
+static atomic_bool writer_private;
+static bool wanted;
 
 /* Expands %p and %% in the output template for the given pid; false if too long or bad. */
 static bool expand_path(const char *tmpl, pid_t pid, char *out, size_t size)
@@ -76,8 +119,11 @@ static void dump(const char *why)
     }
     memprof_snapshot *snap = NULL;
     int rc = memprof_get_snapshot(&snap);
-    if (rc == 0)
-        rc = memprof_snapshot_write(snap, path, cfg.format); /* counts its own failures */
+    /* On the writer's own table, a descriptor name in MEMPROF_OUTPUT means the program's. */
+    const struct memprof_output how = {.process_fd = memprof__preload_program_fd};
+    if (rc == 0) /* counts its own failures */
+        rc = memprof__snapshot_write_how(snap, path, cfg.format,
+                                         memprof__preload_private_fds() ? &how : NULL);
     else
         count_failure();
     memprof_free_snapshot(snap);
@@ -86,18 +132,133 @@ static void dump(const char *why)
                              memprof_strerror(rc));
 }
 
+bool memprof__preload_private_fds(void)
+{
+    return atomic_load(&writer_private) && atomic_load(&writer_tid) == syscall(SYS_gettid);
+}
+
+int memprof__preload_program_fd(int n)
+{
+    /* A pidfd of the process refers to its main thread, whose table is the program's. */
+    int pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+    if (pidfd < 0)
+        return -errno;
+    int fd = (int)syscall(SYS_pidfd_getfd, pidfd, n, 0); /* close-on-exec */
+    int e = errno;
+    close(pidfd);
+    return fd < 0 ? -e : fd;
+}
+
+/* Gives the calling thread (the writer) a descriptor table of its own, emptied: see the top
+ * of this file. Returns whether it did; false leaves it sharing the program's. */
+static bool own_descriptor_table(void)
+{
+    /* Can this thread reach the program's descriptors from a table of its own? Asked without
+     * opening anything: pidfd_open(0) is EINVAL and pidfd_getfd(-1) EBADF where they exist
+     * and are allowed, ENOSYS or EPERM where not. */
+    if (syscall(SYS_pidfd_open, 0, 0) != -1 || errno != EINVAL ||
+        syscall(SYS_pidfd_getfd, -1, 0, 0) != -1 || errno != EBADF)
+        return false;
+    if (unshare(CLONE_FILES) != 0)
+        return false;
+    /* The copy holds the program's files open, which it may be waiting to see closed (a
+     * pipe's reader waits for its end of file): close them all in this table. POSIX record
+     * locks belong to the table that set them, so none of the program's is released. */
+    if (syscall(SYS_close_range, 0u, ~0u, 0u) != 0) {
+        struct rlimit lim;
+        long max = getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
+                           lim.rlim_cur < (1u << 20)
+                       ? (long)lim.rlim_cur
+                       : 1L << 20;
+        for (long fd = 0; fd < max; fd++)
+            close((int)fd);
+    }
+    return true;
+}
+
+static void *writer_main(void *arg)
+{
+    (void)arg;
+    memprof__guard_enter(); /* this thread's allocations are the profiler's own */
+    /* The program has no reason to cancel this thread, and must not leave dump_lock held
+     * by trying. */
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+    atomic_store(&writer_tid, syscall(SYS_gettid));
+    atomic_store(&writer_private, own_descriptor_table());
+    for (;;) {
+        int rc;
+        if (cfg.interval_s && !atomic_load(&exit_requested)) {
+            struct timespec deadline;
+            clock_gettime(CLOCK_REALTIME, &deadline);
+            deadline.tv_sec += cfg.interval_s;
+            while ((rc = sem_timedwait(&wakeup, &deadline)) != 0 && errno == EINTR)
+                ;
+        } else {
+            while ((rc = sem_wait(&wakeup)) != 0 && errno == EINTR)
+                ;
+        }
+        pthread_mutex_lock(&dump_lock);
+        if (atomic_load(&exit_requested)) {
+            if (!exiting) {
+                exiting = 1;
+                dump("exit-time");
+            }
+            pthread_mutex_unlock(&dump_lock);
+            sem_post(&exit_done);
+            continue;
+        }
+        if (!exiting)
+            dump(rc == 0 ? "signalled" : "periodic");
+        pthread_mutex_unlock(&dump_lock);
+    }
+    return NULL;
+}
+
+/* Starts the writer in this process unless it runs; false if it cannot be started. */
+static bool start_writer(void)
+{
+    if (writer_pid == getpid())
+        return true;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    /* The thread must not keep the process from receiving the dump signal elsewhere, and
+     * must not take signals meant for the program: block everything in it. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t t;
+    int rc = pthread_create(&t, &attr, writer_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        errno = rc;
+        return false;
+    }
+    writer_pid = getpid();
+    wanted = true;
+    return true;
+}
+
 static void dump_at_exit(void)
 {
     /* exit() is not a cancellation point, but writing the profile makes calls that are
-     * (open, write, close): a thread with a pending pthread_cancel() that calls exit() would
-     * be cancelled in here, holding dump_lock, and the process would not end. The state is
-     * restored for whatever exit() runs next. */
+     * (open, write, close; sem_wait while the writer writes): a thread with a pending
+     * pthread_cancel() that calls exit() would be cancelled in here, holding dump_lock, and
+     * the process would not end. The state is restored for whatever exit() runs next. */
     int cancel_state;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
-    pthread_mutex_lock(&dump_lock);
-    exiting = 1;
-    dump("exit-time");
-    pthread_mutex_unlock(&dump_lock);
+    if (cfg.output[0] && wanted && start_writer()) {
+        atomic_store(&exit_requested, 1);
+        sem_post(&wakeup);
+        while (sem_wait(&exit_done) != 0 && errno == EINTR)
+            ;
+    } else {
+        pthread_mutex_lock(&dump_lock);
+        exiting = 1;
+        dump("exit-time");
+        pthread_mutex_unlock(&dump_lock);
+    }
     pthread_setcancelstate(cancel_state, NULL);
 }
 
@@ -109,66 +270,34 @@ static void on_signal(int signo)
     errno = saved;
 }
 
-static void *dump_thread(void *arg)
-{
-    (void)arg;
-    memprof__guard_enter(); /* this thread's allocations are the profiler's own */
-    /* The program has no reason to cancel this thread, and must not leave dump_lock held
-     * by trying. */
-    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-    for (;;) {
-        int rc;
-        if (cfg.interval_s) {
-            struct timespec deadline;
-            clock_gettime(CLOCK_REALTIME, &deadline);
-            deadline.tv_sec += cfg.interval_s;
-            while ((rc = sem_timedwait(&wakeup, &deadline)) != 0 && errno == EINTR)
-                ;
-        } else {
-            while ((rc = sem_wait(&wakeup)) != 0 && errno == EINTR)
-                ;
-        }
-        pthread_mutex_lock(&dump_lock);
-        if (!exiting)
-            dump(rc == 0 ? "signalled" : "periodic");
-        pthread_mutex_unlock(&dump_lock);
-    }
-    return NULL;
-}
-
 static void atfork_child(void)
 {
-    /* The lock may have been held by the dump thread, which does not exist here. */
+    /* The lock may have been held by the writer, which does not exist here; a child whose
+     * parent had one starts its own at exit (`wanted` stays). */
     pthread_mutex_init(&dump_lock, NULL);
+    sem_init(&wakeup, 0, 0);
+    sem_init(&exit_done, 0, 0);
+    writer_pid = 0;
+    atomic_store(&writer_tid, 0);
+    atomic_store(&writer_private, false);
 }
 
 void memprof__preload_dump_setup(const struct memprof_dump_config *c)
 {
     cfg = *c;
     pid_at_start = getpid();
+    sem_init(&wakeup, 0, 0);
+    sem_init(&exit_done, 0, 0);
     pthread_atfork(NULL, NULL, atfork_child);
     /* Registered from the constructor, so it runs after the program's own atexit
      * handlers: the profile sees what is still live at the very end. */
     atexit(dump_at_exit);
     if (!cfg.output[0] || (!cfg.interval_s && !cfg.signo))
         return;
-    sem_init(&wakeup, 0, 0);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    /* The thread must not keep the process from receiving the dump signal elsewhere, and
-     * must not take signals meant for the program: block everything in it. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_t t;
-    int rc = pthread_create(&t, &attr, dump_thread, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
+    if (!start_writer()) {
         memprof__preload_say("memprof: cannot start the profile-writing thread (%s); "
                              "MEMPROF_INTERVAL and MEMPROF_SIGNAL are ignored",
-                             strerror(rc));
+                             strerror(errno));
         return;
     }
     if (cfg.signo) {

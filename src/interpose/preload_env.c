@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "api/values.h"
@@ -46,6 +47,45 @@
 #include "memprof/memprof.h"
 
 static int quiet;
+
+/* The stderr the program started with, by identity, recorded before the first message. A
+ * program may close descriptor 2 and open a file of its own there (a daemon, a test harness);
+ * the plugin's messages must not go into that file. Holding a duplicate of the original
+ * stderr instead would be observable: it keeps a pipe's reader from seeing its end (a shell's
+ * $(...) waiting for a daemon) and shows up in the program's descriptor listings and
+ * close-range loops. So before each message the current descriptor 2 is compared with it:
+ * fstat() of descriptor 2 itself, or, on the writer's own descriptor table, of the program's
+ * descriptor 2 taken for the write (preload_dump.c). */
+static struct {
+    bool known;
+    dev_t dev;
+    ino_t ino;
+} stderr_at_start;
+
+static void record_stderr(void)
+{
+    struct stat st;
+    stderr_at_start.known = fstat(STDERR_FILENO, &st) == 0;
+    stderr_at_start.dev = st.st_dev;
+    stderr_at_start.ino = st.st_ino;
+}
+
+/* The descriptor that is the program's original stderr now (the caller closes it if it is not
+ * STDERR_FILENO), or -1. */
+static int original_stderr(void)
+{
+    if (!stderr_at_start.known)
+        return -1;
+    int fd =
+        memprof__preload_private_fds() ? memprof__preload_program_fd(STDERR_FILENO) : STDERR_FILENO;
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == stderr_at_start.dev &&
+        st.st_ino == stderr_at_start.ino)
+        return fd;
+    if (fd > STDERR_FILENO)
+        close(fd);
+    return -1;
+}
 
 void memprof__preload_say(const char *fmt, ...)
 {
@@ -63,10 +103,15 @@ void memprof__preload_say(const char *fmt, ...)
     line[n++] = '\n';
     /* One write() so lines from several processes do not interleave; a closed pipe on
      * stderr must not end the program (write_signals.h). */
+    int fd = original_stderr();
+    if (fd < 0)
+        return;
     struct memprof_write_signals held;
     memprof__write_signals_hold(&held);
-    (void)!write(STDERR_FILENO, line, (size_t)n);
+    (void)!write(fd, line, (size_t)n);
     memprof__write_signals_release(&held);
+    if (fd != STDERR_FILENO)
+        close(fd);
 }
 
 #define say memprof__preload_say
@@ -94,6 +139,7 @@ static const struct {
 void memprof__preload_configure(bool sample_heap_ok)
 {
     struct memprof_dump_config dump = {.format = MEMPROF_FORMAT_AUTO};
+    record_stderr();
     quiet = parse_bool("MEMPROF_QUIET", getenv("MEMPROF_QUIET"), 0);
     int start = parse_bool("MEMPROF_START", getenv("MEMPROF_START"), 1);
     const char *sheap = getenv("MEMPROF_SAMPLE_HEAP");
