@@ -37,6 +37,11 @@ enum memprof_view memprof__value_view(enum memprof_value v, bool *objects);
  * profile knows its threads. */
 int(memprof__export_text)(const struct memprof_profile *p, FILE *out, enum memprof_view view,
                           unsigned top);
+/* One view's ranked sites (stacks merged across threads) without the heading: a title line,
+ * then up to `top` sites with their intervals, lifetimes and call paths, or a line saying
+ * there are none. For summaries that show several views. */
+int memprof__export_text_sites(const struct memprof_profile *p, FILE *out, enum memprof_view view,
+                               unsigned top);
 /* The heading alone, a few lines any summary can start with: the live heap with its 95 %
  * interval, the peak (with interval and time) and the bytes allocated in total, a note when
  * the estimates rest on little information, and the profiler's health. */

@@ -141,6 +141,13 @@ unsigned memprof__lifetime_bucket(uint64_t ns);
  * bucket it falls in, in nanoseconds; 0 when nothing was freed. */
 uint64_t memprof__pstack_lifetime_quantile(const struct memprof_pstack *st, double q);
 
+/* The profile by call site: a copy whose stacks are p's merged across threads (stacks with
+ * the same frames summed; `thread` 0 where several threads allocated), sorted by inuse_space.
+ * Everything but the stacks is shared with p, which must outlive the copy. What people read
+ * lists sites; pprof keeps one sample per thread. Returns 0 or -ENOMEM. */
+int memprof__profile_sites(const struct memprof_profile *p, struct memprof_profile **out);
+void memprof__profile_sites_free(struct memprof_profile *m);
+
 /* The label of a frame for flame graphs and summaries: the function name, else
  * "module+0xoffset", else "[unknown]". Returns buf or a string owned by the profile. */
 const char *memprof__pframe_label(const struct memprof_pframe *f, char *buf, size_t size);

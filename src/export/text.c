@@ -347,32 +347,34 @@ static int print_threads(const struct memprof_profile *p, enum memprof_view view
     return 0;
 }
 
-int(memprof__export_text)(const struct memprof_profile *p, FILE *out, enum memprof_view view,
-                          unsigned top)
+int memprof__export_text_sites(const struct memprof_profile *p, FILE *out, enum memprof_view view,
+                               unsigned top)
 {
     if ((unsigned)view >= MEMPROF_VIEW_COUNT)
         return -EINVAL;
-    int rc = memprof__export_summary(p, out);
-    if (rc)
-        return rc;
-    struct ranked *r = malloc((p->nstacks + 1) * sizeof *r);
-    if (!r)
+    /* Sites, not stacks: a call path allocated by several threads is one site here (the
+     * Threads section and pprof keep them apart). */
+    struct memprof_profile *sites;
+    if (memprof__profile_sites(p, &sites) != 0)
         return -ENOMEM;
+    struct ranked *r = malloc((sites->nstacks + 1) * sizeof *r);
+    if (!r) {
+        memprof__profile_sites_free(sites);
+        return -ENOMEM;
+    }
     size_t n = 0;
-    for (size_t i = 0; i < p->nstacks; i++) {
+    for (size_t i = 0; i < sites->nstacks; i++) {
         struct memprof_pvalue v;
-        memprof__pstack_view(&p->stacks[i], view, &v);
+        memprof__pstack_view(&sites->stacks[i], view, &v);
         if (v.bytes == 0)
             continue;
-        r[n++] =
-            (struct ranked){v.bytes, view == MEMPROF_VIEW_LEAKS ? p->stacks[i].leak_rate : 0, i};
+        r[n++] = (struct ranked){v.bytes,
+                                 view == MEMPROF_VIEW_LEAKS ? sites->stacks[i].leak_rate : 0, i};
     }
     qsort(r, n, sizeof *r, by_rank);
-
-    fputc('\n', out);
-    print_title(p, view, out);
+    print_title(sites, view, out);
     for (size_t i = 0; i < n && i < top; i++)
-        print_site(p, &p->stacks[r[i].index], view, (unsigned)i + 1, out);
+        print_site(sites, &sites->stacks[r[i].index], view, (unsigned)i + 1, out);
     if (n == 0) {
         switch (view) {
         case MEMPROF_VIEW_LEAKS:
@@ -388,6 +390,21 @@ int(memprof__export_text)(const struct memprof_profile *p, FILE *out, enum mempr
         }
     }
     free(r);
+    memprof__profile_sites_free(sites);
+    return ferror(out) ? -EIO : 0;
+}
+
+int(memprof__export_text)(const struct memprof_profile *p, FILE *out, enum memprof_view view,
+                          unsigned top)
+{
+    if ((unsigned)view >= MEMPROF_VIEW_COUNT)
+        return -EINVAL;
+    int rc = memprof__export_summary(p, out);
+    if (rc)
+        return rc;
+    fputc('\n', out);
+    if ((rc = memprof__export_text_sites(p, out, view, top)) != 0)
+        return rc;
     rc = print_threads(p, view, top, out);
     if (rc)
         return rc;
