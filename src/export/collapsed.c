@@ -31,6 +31,11 @@ int(memprof__export_collapsed)(const struct memprof_profile *p, FILE *out, enum 
 {
     if ((unsigned)view >= MEMPROF_VIEW_COUNT)
         return -EINVAL;
+    /* One line per call path: stacks of several threads merged (profile.h). */
+    struct memprof_profile *sites;
+    if (memprof__profile_sites(p, &sites) != 0)
+        return -ENOMEM;
+    p = sites;
     for (size_t i = 0; i < p->nstacks; i++) {
         const struct memprof_pstack *st = &p->stacks[i];
         struct memprof_pvalue v;
@@ -48,5 +53,6 @@ int(memprof__export_collapsed)(const struct memprof_profile *p, FILE *out, enum 
         }
         fprintf(out, " %" PRIu64 "\n", value);
     }
+    memprof__profile_sites_free(sites);
     return ferror(out) ? -EIO : 0;
 }
