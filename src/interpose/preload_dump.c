@@ -292,7 +292,20 @@ void memprof__preload_dump_setup(const struct memprof_dump_config *c)
     /* Registered from the constructor, so it runs after the program's own atexit
      * handlers: the profile sees what is still live at the very end. */
     atexit(dump_at_exit);
-    if (!cfg.output[0] || (!cfg.interval_s && !cfg.signo))
+    if (!cfg.output[0])
+        return;
+    struct sigaction old;
+    if (cfg.signo && sigaction(cfg.signo, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+        old.sa_handler == SIG_IGN) {
+        /* The program started with the signal ignored (nohup, trap '' USR2, a supervisor)
+         * and relies on a stray one doing nothing: a handler would interrupt its sleep() and
+         * other waits. Leave it ignored, and say why no profile comes of it. */
+        memprof__preload_say("memprof: ignoring MEMPROF_SIGNAL: signal %d (%s) is ignored in "
+                             "this process, and stays so; no profile is written on it",
+                             cfg.signo, strsignal(cfg.signo));
+        cfg.signo = 0;
+    }
+    if (!cfg.interval_s && !cfg.signo)
         return;
     if (!start_writer()) {
         memprof__preload_say("memprof: cannot start the profile-writing thread (%s); "
@@ -304,6 +317,7 @@ void memprof__preload_dump_setup(const struct memprof_dump_config *c)
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_signal;
+        /* The program's interrupted system calls are restarted where the kernel can. */
         sa.sa_flags = SA_RESTART;
         sigemptyset(&sa.sa_mask);
         sigaction(cfg.signo, &sa, NULL);

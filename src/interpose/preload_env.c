@@ -16,7 +16,8 @@
  *   MEMPROF_INTERVAL  also rewrite the profile every this many seconds (1 .. 86400).
  *   MEMPROF_SIGNAL  also rewrite the profile when the process receives this signal (a name
  *                   such as USR2 or SIGUSR2, or a number); the handler is replaced if the
- *                   program installs its own.
+ *                   program installs its own. A signal the program started with ignored
+ *                   stays ignored (one line says so; preload_dump.c).
  *   MEMPROF_UNWIND  dwarf (default when built with libunwind) or fp (frame pointers:
  *                   faster, but stacks stop at code built without frame pointers).
  *   MEMPROF_SAMPLE_HEAP  1 (default) serves sampled blocks from the profiler's own heap,
