@@ -364,13 +364,16 @@ static bool view_has_sites(const struct memprof_profile *p, enum memprof_view v)
 }
 
 /* The exit summary: the heading (live, peak with its time, allocated in all, health), the
- * top sites at the peak when it differs from the heap at exit, the top sites live at exit,
+ * top sites at the peak when it was above the heap at exit, the top sites live at exit,
  * and the leak suspects when there are any. Most programs free before they exit, so the
  * peak is what answers "what used my memory". */
 static void write_summary(const struct memprof_profile *p, FILE *out)
 {
     memprof__export_summary(p, out);
-    if (p->peak_space > p->inuse_space && view_has_sites(p, MEMPROF_VIEW_PEAK)) {
+    /* The peak's sites only when it was above the heap at exit (by more than rounding and
+     * the recording margin): else they are the live ones. */
+    if (p->peak_space > p->inuse_space + p->inuse_space / 32 &&
+        view_has_sites(p, MEMPROF_VIEW_PEAK)) {
         fputc('\n', out);
         memprof__export_text_sites(p, out, MEMPROF_VIEW_PEAK, SUMMARY_TOP);
     }
