@@ -6,14 +6,22 @@
  * their writers exist, return -ENOTSUP and create nothing; bad arguments return -EINVAL;
  * failures (missing directory, a directory in the way) return a negative errno and leave no
  * temporary file; an existing file is replaced and a symlink at the path is replaced, not
- * followed. All cases share one engine holding a few samples recorded with explicit stacks.
+ * followed. What is not a regular file is written in place (src/api/output.c): a FIFO (or
+ * ENXIO without a reader), a descriptor by its names (/proc/self/fd/N, /dev/fd/N, a symlink
+ * to one; EBADF when closed, the link kept), a character device (root), and paths longer
+ * than PATH_MAX fail cleanly. All cases share one engine holding a few samples recorded with
+ * explicit stacks.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include "api/output.h"
 
 #include "core/engine.h"
 #include "memprof/memprof.h"
@@ -322,6 +330,119 @@ static void test_unwritable_directory_returns_eacces(void)
     rmdir(sub);
 }
 
+/* Reads what is waiting in `fd` (non-blocking) into a static buffer. */
+static const char *drain(int fd)
+{
+    static char buf[65536];
+    size_t n = 0;
+    ssize_t r;
+    while (n < sizeof buf - 1 && (r = read(fd, buf + n, sizeof buf - 1 - n)) > 0)
+        n += (size_t)r;
+    buf[n] = 0;
+    return buf;
+}
+
+static void test_fifo_is_written_in_place_or_fails_without_a_reader(void)
+{
+    CHECK(setup());
+    const char *path = path_in_dir("fifo");
+    CHECK_EQ(mkfifo(path, 0600), 0);
+    EXPECT(memprof__output_in_place(path));
+    EXPECT_EQ(memprof_snapshot_write(snap, path, MEMPROF_FORMAT_TEXT), -ENXIO);
+    /* A reader that has it open: the profile (far below a pipe's 64 KiB) waits in it. */
+    int r = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    CHECK(r >= 0);
+    EXPECT_EQ(memprof_snapshot_write(snap, path, MEMPROF_FORMAT_TEXT), 0);
+    EXPECT(is_text(drain(r)));
+    close(r);
+    struct stat st;
+    EXPECT(lstat(path, &st) == 0 && S_ISFIFO(st.st_mode));
+    EXPECT_EQ(entries_containing(".tmp"), 0);
+    unlink(path);
+}
+
+static void test_descriptor_names_write_to_the_descriptor(void)
+{
+    CHECK(setup());
+    int p[2];
+    CHECK_EQ(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+    char names[3][600];
+    snprintf(names[0], sizeof names[0], "/proc/self/fd/%d", p[1]);
+    snprintf(names[1], sizeof names[1], "/dev/fd/%d", p[1]);
+    snprintf(names[2], sizeof names[2], "%s", path_in_dir("link-to-fd"));
+    CHECK_EQ(symlink(names[0], names[2]), 0);
+    for (int i = 0; i < 3; i++) {
+        EXPECT(memprof__output_in_place(names[i]));
+        EXPECT_EQ(memprof_snapshot_write(snap, names[i], MEMPROF_FORMAT_TEXT), 0);
+        EXPECT(is_text(drain(p[0])));
+    }
+    struct stat st;
+    EXPECT(lstat(names[2], &st) == 0 && S_ISLNK(st.st_mode));
+    close(p[1]);
+    /* Closed: EBADF, and the symlink to its name is kept (not a dangling link to replace). */
+    EXPECT_EQ(memprof_snapshot_write(snap, names[0], MEMPROF_FORMAT_TEXT), -EBADF);
+    EXPECT_EQ(memprof_snapshot_write(snap, names[2], MEMPROF_FORMAT_TEXT), -EBADF);
+    EXPECT(lstat(names[2], &st) == 0 && S_ISLNK(st.st_mode));
+    EXPECT_EQ(entries_containing(".tmp"), 0);
+    close(p[0]);
+    unlink(names[2]);
+}
+
+static void test_regular_file_descriptor_is_written_at_its_offset(void)
+{
+    CHECK(setup());
+    const char *path = path_in_dir("by-descriptor.txt");
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    CHECK(fd >= 0);
+    struct stat before, after;
+    CHECK(fstat(fd, &before) == 0 && write(fd, "HEAD\n", 5) == 5);
+    char name[64];
+    snprintf(name, sizeof name, "/proc/self/fd/%d", fd);
+    EXPECT_EQ(memprof_snapshot_write(snap, name, MEMPROF_FORMAT_TEXT), 0);
+    CHECK(write(fd, "TAIL\n", 5) == 5);
+    close(fd);
+    CHECK_EQ(stat(path, &after), 0);
+    EXPECT(after.st_ino == before.st_ino);
+    const char *c = slurp(path);
+    CHECK(c != NULL);
+    EXPECT(strncmp(c, "HEAD\n", 5) == 0 && is_text(c + 5));
+    EXPECT(strlen(c) > 10 && strcmp(c + strlen(c) - 5, "TAIL\n") == 0);
+    unlink(path);
+}
+
+static void test_character_device_is_written_in_place(void)
+{
+    CHECK(setup());
+    const char *path = path_in_dir("null");
+    if (mknod(path, S_IFCHR | 0600, makedev(1, 3)) != 0)
+        SKIP("mknod needs root");
+    EXPECT(memprof__output_in_place(path));
+    EXPECT_EQ(memprof_snapshot_write(snap, path, MEMPROF_FORMAT_TEXT), 0);
+    struct stat st;
+    EXPECT(lstat(path, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3));
+    EXPECT_EQ(entries_containing(".tmp"), 0);
+    unlink(path);
+}
+
+static void test_paths_longer_than_path_max_fail_cleanly(void)
+{
+    CHECK(setup());
+    static char path[PATH_MAX + 64];
+    int n = snprintf(path, sizeof path, "%s/", dir);
+    memset(path + n, 'x', sizeof path - (size_t)n - 1);
+    path[sizeof path - 1] = 0;
+    EXPECT(!memprof__output_in_place(path));
+    EXPECT(memprof_snapshot_write(snap, path, MEMPROF_FORMAT_TEXT) < 0);
+    /* A symlink whose target, joined to the link's directory, is longer than PATH_MAX:
+     * followed as far as it goes, then replaced as a link to something else. */
+    const char *link = path_in_dir("long-link");
+    path[n + 4000] = 0;
+    CHECK_EQ(symlink(path + n, link), 0);
+    EXPECT(memprof_snapshot_write(snap, link, MEMPROF_FORMAT_TEXT) < 0 || is_text(slurp(link)));
+    unlink(link);
+    EXPECT_EQ(entries_containing(".tmp"), 0);
+}
+
 static void test_snapshot_stays_writable_after_shutdown(void)
 {
     /* Last: shuts the shared engine down. Snapshots stay valid until freed. */
@@ -349,6 +470,11 @@ int main(int argc, char **argv)
         TEST_CASE(test_existing_file_is_replaced),
         TEST_CASE(test_symlink_at_the_path_is_replaced_not_followed),
         TEST_CASE(test_unwritable_directory_returns_eacces),
+        TEST_CASE(test_fifo_is_written_in_place_or_fails_without_a_reader),
+        TEST_CASE(test_descriptor_names_write_to_the_descriptor),
+        TEST_CASE(test_regular_file_descriptor_is_written_at_its_offset),
+        TEST_CASE(test_character_device_is_written_in_place),
+        TEST_CASE(test_paths_longer_than_path_max_fail_cleanly),
         TEST_CASE(test_snapshot_stays_writable_after_shutdown),
     };
     return TEST_MAIN(cases, false);
