@@ -79,12 +79,12 @@ int memprof__export_speedscope(const struct memprof_profile *p, FILE *out, enum 
 int memprof__export_html(const struct memprof_profile *p, FILE *out, enum memprof_view view);
 
 /*
- * Transitional: tools/run.c and tests/pprof/test_pprof.c (other people's files) still call
- * the text and collapsed writers as they were before views, with three arguments. These
- * macros send a three-argument call to the live view (collapsed: the view of its
- * enum memprof_value) so the tree keeps building; four-argument calls reach the functions
- * above (whose names are parenthesised so the macros leave their declarations alone).
- * Delete them once no caller uses the old form.
+ * Transitional: tests/pprof/test_pprof.c (another person's file) still calls the text and
+ * collapsed writers as they were before views, with three arguments. These macros send a
+ * three-argument call to the live view (collapsed: the view of its enum memprof_value) so
+ * the tree keeps building; four-argument calls reach the functions above (whose names are
+ * parenthesised so the macros leave their declarations alone). Delete them once no caller
+ * uses the old form.
  */
 static inline int memprof__export_text_live_(const struct memprof_profile *p, FILE *out,
                                              unsigned top)

@@ -258,6 +258,21 @@ static void test_threads_section_sums_the_view(void)
     free(t);
 }
 
+static void test_a_stack_of_two_threads_is_one_site(void)
+{
+    /* basic: stacks a and g have the same frames (5000 + 100 bytes allocated). */
+    char *t = text_of(&basic_profile, MEMPROF_VIEW_ALLOC, 20);
+    CHECK(t != NULL);
+    EXPECT_HAS(t, "  2. 5.0 KiB, ~51 allocations, 21 samples  leaf_alloc\n");
+    EXPECT_RANK(t, 5, "[no stack: stack table full]");
+    EXPECT_LACKS(t, "  6. ");
+    free(t);
+    t = collapsed_of(&basic_profile, MEMPROF_VIEW_ALLOC, false);
+    CHECK(t != NULL);
+    EXPECT_HAS(t, "main;compute;leaf_alloc 5100\n");
+    free(t);
+}
+
 static void test_top_limits_the_sites(void)
 {
     char *t = text_of(&views_profile, MEMPROF_VIEW_LIVE, 2);
@@ -400,6 +415,7 @@ static const struct test_case cases[] = {
     TEST_CASE(test_few_samples_are_marked),
     TEST_CASE(test_threads_section_sums_the_view),
     TEST_CASE(test_top_limits_the_sites),
+    TEST_CASE(test_a_stack_of_two_threads_is_one_site),
     TEST_CASE(test_collapsed_view_sums_to_view_total),
     TEST_CASE(test_collapsed_counts_objects_of_the_view),
     TEST_CASE(test_collapsed_three_argument_form_keeps_its_values),
