@@ -26,6 +26,28 @@ int memprof__parse_bool(const char *v)
     return -1;
 }
 
+uint64_t memprof__parse_duration(const char *v)
+{
+    if (!v || ((*v < '0' || *v > '9') && *v != '.'))
+        return 0;
+    errno = 0;
+    char *end;
+    double n = strtod(v, &end);
+    if (errno || end == v || !(n > 0))
+        return 0;
+    static const struct {
+        const char *unit;
+        double ns;
+    } units[] = {{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"", 1e9}};
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++) {
+        if (strcmp(end, units[i].unit) != 0)
+            continue;
+        double ns = n * units[i].ns;
+        return ns >= 1 && ns <= 86400e9 ? (uint64_t)(ns + 0.5) : 0;
+    }
+    return 0;
+}
+
 uint64_t memprof__parse_rate(const char *v)
 {
     if (!v || *v < '0' || *v > '9')

@@ -18,6 +18,10 @@
 /* A rate in bytes: digits with an optional K, M or G suffix (binary; "Ki", "KiB" also
  * accepted), from 1 to 2^40. Returns 0 if invalid. */
 MEMPROF_INTERNAL uint64_t memprof__parse_rate(const char *v);
+/* A duration in nanoseconds: a decimal number (fractions allowed) with a unit ns, us, ms or
+ * s (none: seconds), e.g. "1ms", "250us", "0.5s". From 1 ns to one day. Returns 0 if
+ * invalid. */
+MEMPROF_INTERNAL uint64_t memprof__parse_duration(const char *v);
 /* A switch: 1, yes, true or on gives 1; 0, no, false or off gives 0 (words in any case);
  * anything else -1. */
 MEMPROF_INTERNAL int memprof__parse_bool(const char *v);

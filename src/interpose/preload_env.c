@@ -25,6 +25,8 @@
  *                   allocator (every free() then asks the Bloom filter while samples are
  *                   live). Only in front of glibc's allocator, once libc's free entries
  *                   name the plugin (preload_retarget.c); otherwise always 0.
+ *   MEMPROF_TEMP_THRESHOLD  freed allocations younger than this are temporary (the
+ *                   temporary view): a duration such as 1ms (the default), 250us or 0.5s.
  *   MEMPROF_QUIET   1 silences every message.
  * Writing the profiles is preload_dump.c's job.
  */
@@ -207,6 +209,13 @@ void memprof__preload_configure(bool sample_heap_ok)
             "number",
             sig);
 
+    const char *temp = getenv("MEMPROF_TEMP_THRESHOLD");
+    uint64_t temp_threshold = memprof__parse_duration(temp);
+    if (temp && *temp && !temp_threshold)
+        say("memprof: ignoring MEMPROF_TEMP_THRESHOLD='%s': expected a duration such as 1ms, "
+            "250us or 0.5s (up to a day); using 1ms",
+            temp);
+
     const char *unwind = getenv("MEMPROF_UNWIND");
     uint32_t unwinder = MEMPROF_UNWIND_DEFAULT;
     if (unwind && !strcmp(unwind, "fp"))
@@ -228,6 +237,8 @@ void memprof__preload_configure(bool sample_heap_ok)
             c.unwinder = MEMPROF_UNWIND_FP;
             rc = memprof_init_config(&c);
         }
+        if (rc == 0 && temp_threshold)
+            memprof_set_temporary_threshold(temp_threshold);
         if (rc == 0)
             rc = memprof_start();
         if (rc != 0 && rc != -EALREADY)

@@ -148,6 +148,8 @@ def t_bad_options(tmp):
         ["run", "-r", "12Q", "--", "true"],
         ["run", "--rate", "2T", "--", "true"],
         ["run", "--format", "svg", "--", "true"],
+        ["run", "--temp-threshold", "5x", "--", "true"],
+        ["run", "--temp-threshold", "0", "--", "true"],
         ["run", "--interval", "0", "--", "true"],
         ["run", "--interval", "1.5", "--", "true"],
         ["run", "--signal", "KILL", "--", "true"],
@@ -471,6 +473,31 @@ def t_run_profile(tmp):
     with open(path, "rb") as f:
         r = memprof("report", "-", stdin=f.read())
     check(r.returncode == 0 and "grow_cache" in r.out, "report - (stdin) failed")
+
+
+def t_temp_threshold(tmp):
+    need_plugin()
+    # --temp-threshold reaches the plugin, and the profile records it for the temporary view.
+    p = run_prog(tmp, "alloc", "100", "1000", opts=["--temp-threshold", "250us"])
+    check(p.returncode == 0, "exit %d" % p.returncode)
+    path = default_profile(tmp, pid_of(p.out))
+    r = memprof("report", "--view", "temporary", path, cwd=tmp)
+    check(r.returncode == 0 and "freed within 250 us" in r.out,
+          "report --view temporary does not show the 250 us threshold: %r" % r.out[:400])
+    # MEMPROF_TEMP_THRESHOLD does the same for the plugin alone; the option wins over it.
+    p = run_prog(tmp, "alloc", "100", "1000", env={"MEMPROF_TEMP_THRESHOLD": "2s"})
+    r = memprof("report", "--view", "temporary", default_profile(tmp, pid_of(p.out)), cwd=tmp)
+    check("freed within 2.00 s" in r.out, "MEMPROF_TEMP_THRESHOLD=2s not recorded")
+    p = run_prog(tmp, "alloc", "100", "1000", opts=["--temp-threshold", "3ms"],
+                 env={"MEMPROF_TEMP_THRESHOLD": "2s"})
+    r = memprof("report", "--view", "temporary", default_profile(tmp, pid_of(p.out)), cwd=tmp)
+    check("freed within 3 ms" in r.out, "--temp-threshold does not take precedence")
+    # A bad value in the environment: one line, the default, the program unchanged.
+    p = run_prog(tmp, "alloc", "100", "1000", env={"MEMPROF_TEMP_THRESHOLD": "soon"})
+    check(p.returncode == 0 and "ignoring MEMPROF_TEMP_THRESHOLD='soon'" in p.err,
+          "a bad MEMPROF_TEMP_THRESHOLD is not reported: %r" % p.err[:300])
+    r = memprof("report", "--view", "temporary", default_profile(tmp, pid_of(p.out)), cwd=tmp)
+    check("freed within 1 ms" in r.out, "a bad MEMPROF_TEMP_THRESHOLD does not fall back to 1 ms")
 
 
 def t_run_output_option(tmp):

@@ -752,7 +752,9 @@ static void check_workload(const struct workload *w, const struct run_results *r
            "(%.2f %%); accepted %.2f-%.2f %%\n",
            r->site_covered, n, 100 * cov, 100 * flo, 100 * fhi);
     EXPECT(n >= 2 * (uint64_t)n_seeds);
-    EXPECT(flo >= 0.90 && fhi <= 0.99);
+    /* The lower end is what matters (an interval that under-covers); with a few hundred
+     * trials in CI the upper end of the band nears 100 %. */
+    EXPECT(flo >= 0.90 && fhi <= 0.999);
     EXPECT(r->site_covered >= lo && r->site_covered <= hi);
     fprintf(table,
             "| %s | per-site bytes and allocations (%u sites) | %" PRIu64 " | %u | | worst "
