@@ -26,8 +26,8 @@ enum memprof_view memprof__value_view(enum memprof_value v, bool *objects)
                                                                               : MEMPROF_VIEW_LIVE;
 }
 
-int(memprof__export_collapsed)(const struct memprof_profile *p, FILE *out, enum memprof_view view,
-                               bool objects)
+int memprof__export_collapsed(const struct memprof_profile *p, FILE *out, enum memprof_view view,
+                              bool objects)
 {
     if ((unsigned)view >= MEMPROF_VIEW_COUNT)
         return -EINVAL;

@@ -35,8 +35,8 @@ enum memprof_view memprof__value_view(enum memprof_value v, bool *objects);
  * view's top `top` sites with their intervals (live, peak), lifetimes, threads and call
  * paths; for the leaks view the suspects with their rates; a "Threads" section when the
  * profile knows its threads. */
-int(memprof__export_text)(const struct memprof_profile *p, FILE *out, enum memprof_view view,
-                          unsigned top);
+int memprof__export_text(const struct memprof_profile *p, FILE *out, enum memprof_view view,
+                         unsigned top);
 /* One view's ranked sites (stacks merged across threads) without the heading: a title line,
  * then up to `top` sites with their intervals, lifetimes and call paths, or a line saying
  * there are none. For summaries that show several views. */
@@ -49,8 +49,8 @@ int memprof__export_summary(const struct memprof_profile *p, FILE *out);
 /* Collapsed stacks "root;...;leaf value", one line per stack with a non-zero value: the
  * view's estimated bytes, or its estimated objects with `objects` (the leaks view has
  * bytes only: with `objects` it writes nothing). */
-int(memprof__export_collapsed)(const struct memprof_profile *p, FILE *out, enum memprof_view view,
-                               bool objects);
+int memprof__export_collapsed(const struct memprof_profile *p, FILE *out, enum memprof_view view,
+                              bool objects);
 /* Formats a byte count as "12.3 MiB" into buf; returns buf. */
 const char *memprof__export_bytes(uint64_t bytes, char *buf, unsigned size);
 /* Formats a duration in nanoseconds as "3.25 s", "16.4 ms", "4 us" into buf; returns buf. */
@@ -77,34 +77,5 @@ int memprof__export_speedscope(const struct memprof_profile *p, FILE *out, enum 
 /* One self-contained HTML page (no network resources): heap over time, a view switcher, a
  * flame graph and a sortable site table for every view, opening on `view`. */
 int memprof__export_html(const struct memprof_profile *p, FILE *out, enum memprof_view view);
-
-/*
- * Transitional: tests/pprof/test_pprof.c (another person's file) still calls the text and
- * collapsed writers as they were before views, with three arguments. These macros send a
- * three-argument call to the live view (collapsed: the view of its enum memprof_value) so
- * the tree keeps building; four-argument calls reach the functions above (whose names are
- * parenthesised so the macros leave their declarations alone). Delete them once no caller
- * uses the old form.
- */
-static inline int memprof__export_text_live_(const struct memprof_profile *p, FILE *out,
-                                             unsigned top)
-{
-    return (memprof__export_text)(p, out, MEMPROF_VIEW_LIVE, top);
-}
-static inline int memprof__export_collapsed_value_(const struct memprof_profile *p, FILE *out,
-                                                   enum memprof_value v)
-{
-    bool objects;
-    enum memprof_view view = memprof__value_view(v, &objects);
-    return (memprof__export_collapsed)(p, out, view, objects);
-}
-#define MEMPROF_EXPORT_PICK_(_1, _2, _3, _4, name, ...) name
-#define memprof__export_text(...)                                                                  \
-    MEMPROF_EXPORT_PICK_(__VA_ARGS__, (memprof__export_text), memprof__export_text_live_, ~, ~)    \
-    (__VA_ARGS__)
-#define memprof__export_collapsed(...)                                                             \
-    MEMPROF_EXPORT_PICK_(__VA_ARGS__, (memprof__export_collapsed),                                 \
-                         memprof__export_collapsed_value_, ~, ~)                                   \
-    (__VA_ARGS__)
 
 #endif

@@ -394,8 +394,8 @@ int memprof__export_text_sites(const struct memprof_profile *p, FILE *out, enum 
     return ferror(out) ? -EIO : 0;
 }
 
-int(memprof__export_text)(const struct memprof_profile *p, FILE *out, enum memprof_view view,
-                          unsigned top)
+int memprof__export_text(const struct memprof_profile *p, FILE *out, enum memprof_view view,
+                         unsigned top)
 {
     if ((unsigned)view >= MEMPROF_VIEW_COUNT)
         return -EINVAL;

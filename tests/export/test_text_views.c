@@ -340,19 +340,6 @@ static void test_collapsed_counts_objects_of_the_view(void)
     free(t);
 }
 
-static void test_collapsed_three_argument_form_keeps_its_values(void)
-{
-    /* The pre-views call (enum memprof_value) still works while callers move over. */
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    CHECK(f != NULL);
-    EXPECT_EQ(memprof__export_collapsed(&views_profile, f, MEMPROF_VALUE_ALLOC_OBJECTS), 0);
-    fclose(f);
-    EXPECT_HAS(buf, "main;worker_loop;parse_request 409600\n");
-    free(buf);
-}
-
 static void test_empty_profile_says_nothing_was_sampled(void)
 {
     char *t = text_of(&empty_profile, MEMPROF_VIEW_PEAK, 20);
@@ -418,7 +405,6 @@ static const struct test_case cases[] = {
     TEST_CASE(test_a_stack_of_two_threads_is_one_site),
     TEST_CASE(test_collapsed_view_sums_to_view_total),
     TEST_CASE(test_collapsed_counts_objects_of_the_view),
-    TEST_CASE(test_collapsed_three_argument_form_keeps_its_values),
     TEST_CASE(test_empty_profile_says_nothing_was_sampled),
     TEST_CASE(test_collapsed_keeps_one_line_per_stack_whatever_the_names),
     TEST_CASE(test_value_names_a_view_and_unit),

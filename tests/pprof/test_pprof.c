@@ -352,8 +352,8 @@ static char *render(const struct memprof_profile *p, bool text)
     FILE *f = open_memstream(&buf, &size);
     if (!f)
         return NULL;
-    int rc = text ? memprof__export_text(p, f, 50)
-                  : memprof__export_collapsed(p, f, MEMPROF_VALUE_INUSE_SPACE);
+    int rc = text ? memprof__export_text(p, f, MEMPROF_VIEW_LIVE, 50)
+                  : memprof__export_collapsed(p, f, MEMPROF_VIEW_LIVE, false);
     fclose(f);
     if (rc != 0) {
         free(buf);
