@@ -241,6 +241,8 @@ struct writer {
 
     /* Per model frame, resolved lazily: string ids, function and mapping (index + 1). */
     uint32_t *frame_func, *frame_map;
+    /* "thread TID" names of unnamed threads, per thread index (allocated when needed). */
+    char (*unnamed_threads)[32];
 
     uint64_t *loc_ids; /* scratch: one stack's location ids */
 };
@@ -473,14 +475,18 @@ static void num_label(struct writer *w, uint32_t key, int64_t v, uint32_t unit)
     memprof__pb_end(&w->out, m);
 }
 
-/* The "thread" label: the thread's name, or "thread TID" when it has none. */
-static int str_label(struct writer *w, uint32_t key, const struct memprof_pthread *t)
+/* The "thread" label of thread index `t` (+ 1): its name, or "thread TID" when it has none.
+ * The string table keeps pointers, so the made-up names live in the writer until the end. */
+static int str_label(struct writer *w, uint32_t key, uint32_t t)
 {
-    char buf[48];
-    const char *name = t->name;
-    if (!name) {
-        snprintf(buf, sizeof buf, "thread %" PRIu64, t->tid);
-        name = buf;
+    const struct memprof_pthread *th = &w->p->threads[t - 1];
+    const char *name = th->name;
+    if (!name || !*name) {
+        if (!w->unnamed_threads &&
+            !(w->unnamed_threads = calloc(w->p->nthreads, sizeof *w->unnamed_threads)))
+            return -ENOMEM;
+        name = w->unnamed_threads[t - 1];
+        snprintf(w->unnamed_threads[t - 1], sizeof *w->unnamed_threads, "thread %" PRIu64, th->tid);
     }
     uint32_t id = intern(w, name);
     if (id == UINT32_MAX)
@@ -562,10 +568,9 @@ static int encode_samples(struct writer *w, const struct fixed_strings *s)
             num_label(w, s->lifetimes, st->lifetimes[b] ? ((int64_t)b << 32) | st->lifetimes[b] : 0,
                       s->count);
         if (st->thread && st->thread <= p->nthreads) {
-            const struct memprof_pthread *t = &p->threads[st->thread - 1];
-            if (str_label(w, s->thread, t) != 0)
+            if (str_label(w, s->thread, st->thread) != 0)
                 return -ENOMEM;
-            num_label(w, s->thread_id, clamp64(t->tid), 0);
+            num_label(w, s->thread_id, clamp64(p->threads[st->thread - 1].tid), 0);
         }
         memprof__pb_end(&w->out, m);
     }
@@ -772,6 +777,7 @@ static void writer_free(struct writer *w)
     free(w->frame_func);
     free(w->frame_map);
     free(w->loc_ids);
+    free(w->unnamed_threads);
 }
 
 int memprof__export_pprof(const struct memprof_profile *p, FILE *out)

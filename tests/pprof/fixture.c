@@ -361,6 +361,15 @@ int fixture_compare(const struct memprof_profile *want, const struct memprof_pro
     SAME("unresolved_addresses", want->unresolved_addresses, got->unresolved_addresses);
     SAME("total_addresses", want->total_addresses, got->total_addresses);
     SAME("nstacks", want->nstacks, got->nstacks);
+    SAME("peak_time_ns", want->peak_time_ns, got->peak_time_ns);
+    SAME("duration_ns", want->duration_ns, got->duration_ns);
+    SAME("temp_threshold_ns", want->temp_threshold_ns, got->temp_threshold_ns);
+    SAME("nseries", want->nseries, got->nseries);
+    for (size_t i = 0; i < want->nseries && i < got->nseries; i++) {
+        SAME("series t_ns", want->series[i].t_ns, got->series[i].t_ns);
+        SAME("series live", want->series[i].live, got->series[i].live);
+        SAME("series alloc", want->series[i].alloc, got->series[i].alloc);
+    }
     for (size_t i = 0; i < want->nstacks && i < got->nstacks; i++) {
         const struct memprof_pstack *w = &want->stacks[i], *g = &got->stacks[i];
         char what[64];
@@ -378,6 +387,32 @@ int fixture_compare(const struct memprof_profile *want, const struct memprof_pro
         SAME_ST("inuse_objects_var", rounded_var(w->inuse_objects_var), g->inuse_objects_var);
         SAME_ST("live_samples", w->live_samples, g->live_samples);
         SAME_ST("alloc_samples", w->alloc_samples, g->alloc_samples);
+        SAME_ST("peak_objects", w->peak_objects, g->peak_objects);
+        SAME_ST("peak_space", w->peak_space, g->peak_space);
+        SAME_ST("peak_samples", w->peak_samples, g->peak_samples);
+        SAME_ST("peak_space_var", rounded_var(w->peak_space_var), g->peak_space_var);
+        SAME_ST("temp_objects", w->temp_objects, g->temp_objects);
+        SAME_ST("temp_space", w->temp_space, g->temp_space);
+        SAME_ST("temp_samples", w->temp_samples, g->temp_samples);
+        for (unsigned b = 0; b < MEMPROF_LIFETIME_BUCKETS; b++)
+            SAME_ST("lifetimes[b]", w->lifetimes[b], g->lifetimes[b]);
+        SAME_ST("leak_space", w->leak_space, g->leak_space);
+        SAME_ST("leak_samples", w->leak_samples, g->leak_samples);
+        SAME_ST("leak_rate", llround(w->leak_rate), g->leak_rate);
+        SAME_ST("leak_suspect", w->leak_suspect != 0, g->leak_suspect);
+        /* Threads are renumbered by the reader: compare what they name. */
+        const struct memprof_pthread *wt = w->thread ? &want->threads[w->thread - 1] : NULL;
+        const struct memprof_pthread *gt = g->thread ? &got->threads[g->thread - 1] : NULL;
+        SAME_ST("thread known", wt != NULL, gt != NULL);
+        if (wt && gt) {
+            SAME_ST("thread tid", wt->tid, gt->tid);
+            if (strcmp(wt->name ? wt->name : "", gt->name ? gt->name : "") != 0 &&
+                !(!wt->name && gt->name && strncmp(gt->name, "thread ", 7) == 0)) {
+                fprintf(log, "stack %zu thread name: want %s, got %s\n", i,
+                        wt->name ? wt->name : "(none)", gt->name ? gt->name : "(none)");
+                diffs++;
+            }
+        }
 #undef SAME_ST
         for (uint32_t j = 0; j < w->nframes && j < g->nframes; j++)
             diffs +=

@@ -20,6 +20,7 @@
 #include "export/export.h"
 #include "export/pprof.h"
 #include "export/protobuf.h"
+#include "../export/profiles.h"
 #include "fixture.h"
 #include "memprof/memprof.h"
 #include "../check.h"
@@ -363,6 +364,17 @@ static char *render(const struct memprof_profile *p, bool text)
 }
 
 /* What `memprof report` prints from a pprof file is what the live profile printed. */
+/* Every view's numbers, the lifetimes, the leak statistic, the threads and the heap over
+ * time come back from a pprof file as they were written (the export tests' views profile). */
+static void test_views_round_trip(void)
+{
+    test_round_trip("views", &views_profile);
+    /* Unused otherwise; referenced so the shared header's other profiles do not warn. */
+    (void)basic_profile;
+    (void)special_profile;
+    (void)empty_profile;
+}
+
 static void test_views_survive(void)
 {
     unsigned char *gz = NULL;
@@ -824,6 +836,7 @@ int main(void)
     test_varints();
     test_messages();
     test_round_trip("rich", fixture_rich());
+    test_views_round_trip();
     test_reader_sorts();
     test_views_survive();
     test_empty_profile();
