@@ -3,15 +3,20 @@
  * demo_workload: a small program with a recognisable heap, for trying libmemprof on
  * (scripts/demo.sh runs it under the preload plugin by default).
  *
- * Four named functions allocate in four typical ways, so a profile should name each one:
- *   build_index        many small strings kept live in a hash index  (~20 MiB live)
+ * Five named functions allocate in five typical ways, so each view of a profile names one:
+ *   build_index        many small strings kept live in a hash index  (~20 MiB live; built at
+ *                      start-up, like a cache)
  *   fill_cache         a cache of large buffers kept live            (32 MiB live)
- *   grow_history       a list that only grows, like a slow leak      (~16 MiB live)
+ *   render_report      a 48 MiB report built and freed at once        (the peak, ~0 live)
+ *   grow_history       a list appended to all through the run, never trimmed: the shape of
+ *                      a steady leak                                  (~16 MiB live)
  *   churn_temporaries  short-lived small blocks, freed at once       (~0 live, lots allocated)
- * and main frees nothing before it exits, so all but the churn is still live when the
- * profile is written at exit. The functions are global and the program is linked with
- * -rdynamic, so dladdr() can name them; it is built with frame pointers so a frame-pointer
- * walk sees every frame.
+ * After start-up, main alternates rounds of request handling (temporaries) with appends to
+ * the history, so the history grows at a steady rate (a leak suspect) while the index and
+ * the cache, built first, do not. Main frees nothing before it exits, so the index, the cache
+ * and the history are still live when the profile is written at exit; the report was the
+ * peak. The functions are global and the program is linked with -rdynamic, so dladdr() can
+ * name them; it is built with frame pointers so a frame-pointer walk sees every frame.
  *
  * Usage: demo_workload [SCALE]   (SCALE, default 1, multiplies every amount; 1..100)
  */
@@ -44,7 +49,8 @@ struct history_node {
 char *copy_string(const char *s);
 struct index *build_index(size_t n);
 void **fill_cache(size_t n, size_t block);
-struct history_node *grow_history(size_t n);
+struct history_node *grow_history(struct history_node *head, size_t n);
+uint64_t render_report(size_t bytes);
 uint64_t churn_temporaries(size_t n);
 
 static volatile uint64_t sink; /* keeps the compiler from eliding the work */
@@ -127,10 +133,9 @@ NOINLINE void **fill_cache(size_t n, size_t block)
     return cache;
 }
 
-/* A list that is appended to and never trimmed: the shape of a typical leak. */
-NOINLINE struct history_node *grow_history(size_t n)
+/* Appends n nodes to a list that is never trimmed: the shape of a typical leak. */
+NOINLINE struct history_node *grow_history(struct history_node *head, size_t n)
 {
-    struct history_node *head = NULL;
     for (size_t i = 0; i < n; i++) {
         struct history_node *node = check(malloc(sizeof *node));
         snprintf(node->payload, sizeof node->payload, "event %zu", i);
@@ -138,6 +143,25 @@ NOINLINE struct history_node *grow_history(size_t n)
         head = node;
     }
     return head;
+}
+
+/* A report of `bytes` in 256 KiB pages, built, summed and freed: the heap's high-water mark
+ * comes from here although nothing of it is live at the end. */
+NOINLINE uint64_t render_report(size_t bytes)
+{
+    size_t page = 256 * 1024, n = bytes / page;
+    unsigned char **pages = check(malloc(n * sizeof *pages));
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        pages[i] = check(malloc(page));
+        memset(pages[i], (int)i, page);
+    }
+    for (size_t i = 0; i < n; i++) {
+        sum += pages[i][i % page];
+        free(pages[i]);
+    }
+    free(pages);
+    return sum;
 }
 
 /* n temporaries of 16 to 512 bytes, each freed right after use. Returns bytes allocated. */
@@ -166,15 +190,21 @@ int main(int argc, char **argv)
 
     struct index *ix = build_index(200000 * scale);
     void **cache = fill_cache(32 * scale, 1 << 20);
-    struct history_node *history = grow_history(4000 * scale);
-    uint64_t churned = churn_temporaries(2000000 * scale);
+    sink = render_report((size_t)48 * scale << 20);
+    /* Requests: 40 rounds of temporaries, each leaving 100 history nodes behind. */
+    struct history_node *history = NULL;
+    uint64_t churned = 0;
+    for (int round = 0; round < 40; round++) {
+        churned += churn_temporaries(50000 * scale);
+        history = grow_history(history, 100 * scale);
+    }
 
     printf("demo_workload: indexed %zu strings (%.1f MiB), cached %lu x 1 MiB buffers, "
-           "grew a list to %lu x 4 KiB nodes, churned %lu temporaries (%.0f MiB allocated "
-           "and freed)\n",
-           ix->count, (double)ix->bytes / (1 << 20), 32 * scale, 4000 * scale, 2000000 * scale,
-           (double)churned / (1 << 20));
-    sink = (uint64_t)(uintptr_t)cache ^ (uint64_t)(uintptr_t)history;
-    /* Everything but the temporaries is still live here: that is what the profile shows. */
+           "rendered a %lu MiB report, grew a list to %lu x 4 KiB nodes, churned %lu "
+           "temporaries (%.0f MiB allocated and freed)\n",
+           ix->count, (double)ix->bytes / (1 << 20), 32 * scale, 48 * scale, 4000 * scale,
+           2000000 * scale, (double)churned / (1 << 20));
+    sink ^= (uint64_t)(uintptr_t)cache ^ (uint64_t)(uintptr_t)history;
+    /* The index, the cache and the history are still live here; the report was the peak. */
     return 0;
 }

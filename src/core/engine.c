@@ -78,6 +78,10 @@ static void count_alloc(struct memprof_stack *s, uint64_t size, bool live, uint6
     struct weights w = sample_weights(size);
     memprof_atomic_add_relaxed(&E.alloc_est_bytes, w.bytes);
     if (s) {
+        uint64_t unset = 0; /* the first sample's time, once */
+        if (memprof_atomic_load_relaxed(&s->first_ns) == 0)
+            atomic_compare_exchange_strong_explicit(&s->first_ns, &unset, ts, memory_order_relaxed,
+                                                    memory_order_relaxed);
         memprof_atomic_add_relaxed(&s->alloc_samples, 1);
         memprof_atomic_add_relaxed(&s->alloc_bytes, size);
         memprof_atomic_add_relaxed(&s->alloc_est_bytes, w.bytes);

@@ -8,7 +8,7 @@
 #include <math.h>
 
 struct memprof_leak_window memprof__leak_window(uint64_t origin_ns, uint64_t now_ns,
-                                                uint64_t max_lifetime_ns)
+                                                uint64_t max_lifetime_ns, uint64_t first_ns)
 {
     struct memprof_leak_window w = {0, 0};
     if (now_ns <= origin_ns)
@@ -18,6 +18,10 @@ struct memprof_leak_window memprof__leak_window(uint64_t origin_ns, uint64_t now
     if ((double)max_lifetime_ns > recent)
         recent = (double)max_lifetime_ns;
     double lo = run * MEMPROF_LEAK_STARTUP, hi = run - recent;
+    /* A site that began allocating later is judged from then on: a leak that starts after a
+     * warm-up is still steady over the time its site allocates. */
+    if (first_ns > origin_ns && (double)(first_ns - origin_ns) > lo)
+        lo = (double)(first_ns - origin_ns);
     if (hi - lo < run * MEMPROF_LEAK_MIN_WINDOW)
         return w;
     w.lo_ns = origin_ns + (uint64_t)lo;

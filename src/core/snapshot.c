@@ -123,7 +123,7 @@ static void take_leaks(struct memprof_snapshot *s, const uint32_t *site_of, size
             continue; /* never: every sample got a site */
         struct memprof_snap_site *site = &s->sites[site_of[id] - 1];
         struct memprof_leak_window win =
-            memprof__leak_window(origin, s->timestamp_ns, max_lifetime_ns(site));
+            memprof__leak_window(origin, s->timestamp_ns, max_lifetime_ns(site), site->first_ns);
         memprof__leak_stat(ts, w, j - i, win, &site->leak);
     }
 }
@@ -268,6 +268,7 @@ int memprof__snapshot_take(struct memprof_snapshot **out)
         site_of[id] = (uint32_t)++s->nsites;
         site->stack_id = (uint32_t)id;
         site->thread = st->thread;
+        site->first_ns = memprof_atomic_load_relaxed(&st->first_ns);
         site->alloc_samples = memprof_atomic_load_relaxed(&st->alloc_samples);
         site->alloc_est_bytes = memprof_atomic_load_relaxed(&st->alloc_est_bytes);
         site->alloc_est_count =

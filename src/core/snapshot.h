@@ -39,6 +39,7 @@ struct memprof_snap_site {
     uint64_t temp_samples, temp_est_bytes, temp_est_count;
     uint32_t lifetimes[MEMPROF_HIST_LIFETIME_BUCKETS];
     struct memprof_leak_stat leak; /* of the live samples (leaks.h) */
+    uint64_t first_ns;             /* time of the stack's first sample */
     uint16_t thread;               /* threads.h index; 0 = other or unknown threads */
 };
 

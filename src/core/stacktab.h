@@ -63,6 +63,8 @@ struct memprof_stack {
     _Atomic uint64_t peak_samples, peak_est_bytes, peak_est_count_fp16, peak_var_q32;
     /* Freed samples that lived less than the engine's temporary threshold, and their weights. */
     _Atomic uint64_t temp_samples, temp_est_bytes, temp_est_count_fp16;
+    /* CLOCK_MONOTONIC time of the stack's first sample (the leak statistic's window). */
+    _Atomic uint64_t first_ns;
     /* Freed samples per lifetime bucket (history.h's memprof__hist_lifetime_bucket()). */
     _Atomic uint32_t lifetimes[16];
 };

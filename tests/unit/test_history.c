@@ -175,7 +175,7 @@ static void leak_of(const uint64_t *ts, size_t n, uint64_t max_lifetime,
     double w[256];
     for (size_t i = 0; i < n; i++)
         w[i] = 1000;
-    memprof__leak_stat(ts, w, n, memprof__leak_window(0, 100 * SEC, max_lifetime), out);
+    memprof__leak_stat(ts, w, n, memprof__leak_window(0, 100 * SEC, max_lifetime, ts[0]), out);
 }
 
 static void test_steady_survivors_make_a_suspect(void)
@@ -189,6 +189,17 @@ static void test_steady_survivors_make_a_suspect(void)
     EXPECT_EQ_U(st.samples, 80); /* [10 s, 90 s) */
     EXPECT(st.bytes == 80000.0);
     EXPECT(st.rate > 990 && st.rate < 1010); /* 1000 B a second */
+}
+
+static void test_leak_that_starts_after_a_warm_up_is_a_suspect(void)
+{
+    uint64_t ts[60];
+    for (int i = 0; i < 60; i++)
+        ts[i] = 40 * SEC + (uint64_t)i * SEC; /* from 40 s to the end of a 100 s run */
+    struct memprof_leak_stat st;
+    leak_of(ts, 60, 0, &st);
+    EXPECT(st.suspect);
+    EXPECT_EQ_U(st.samples, 50); /* [40 s, 90 s) */
 }
 
 static void test_startup_cache_is_not_a_suspect(void)
@@ -236,9 +247,12 @@ static void test_too_few_survivors_are_not_a_suspect(void)
 
 static void test_no_window_in_a_run_dominated_by_lifetimes(void)
 {
-    struct memprof_leak_window w = memprof__leak_window(0, 100 * SEC, 80 * SEC);
+    struct memprof_leak_window w = memprof__leak_window(0, 100 * SEC, 85 * SEC, 0);
     EXPECT(w.lo_ns >= w.hi_ns);
-    w = memprof__leak_window(5, 5, 0);
+    w = memprof__leak_window(5, 5, 0, 0);
+    EXPECT(w.lo_ns >= w.hi_ns);
+    /* A site that began at 85 s of a 100 s run has 5 s left: too short to judge. */
+    w = memprof__leak_window(0, 100 * SEC, 0, 85 * SEC);
     EXPECT(w.lo_ns >= w.hi_ns);
 }
 
@@ -264,6 +278,7 @@ int main(int argc, char **argv)
         TEST_CASE(test_frees_fill_lifetimes_and_temporary_counters),
         TEST_CASE(test_lifetime_buckets_are_powers_of_four_microseconds),
         TEST_CASE(test_steady_survivors_make_a_suspect),
+        TEST_CASE(test_leak_that_starts_after_a_warm_up_is_a_suspect),
         TEST_CASE(test_startup_cache_is_not_a_suspect),
         TEST_CASE(test_churn_survivors_younger_than_its_lifetimes_are_not_suspects),
         TEST_CASE(test_burst_in_mid_run_is_not_a_suspect),
