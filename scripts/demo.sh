@@ -5,9 +5,10 @@
 #
 # Installs the build dependencies if missing (Debian: apt-get; needs root or sudo),
 # configures and builds into build/ (reused if present), then runs PROGRAM (default: the demo
-# workload, examples/demo_workload) with `memprof run`, and prints the profile written at
-# exit: the estimated live heap with its 95 % interval, the profiler's health, and the top
-# allocation sites with their call paths. Exits with the program's status.
+# workload, examples/demo_workload) with `memprof run`, and prints its exit summary: the
+# estimated live heap with its 95 % interval, the peak and when it happened, the bytes
+# allocated in all, the profiler's health, the top sites at the peak and at exit with their
+# call paths, and the leak suspects if there are any. Exits with the program's status.
 #
 # MEMPROF_RATE (bytes, K/M/G suffixes) is passed through; by default it is 64K for the
 # demo workload (so its profile has ~500 live samples) and the library's 512K otherwise.
@@ -56,17 +57,15 @@ rm -f "$profile" "$profile".* "$out/profile.html" "$out/profile.txt"
 memprof_log "running $*  (memprof run, sampling rate $rate)"
 memprof_log "---------------------------------------------------------------------"
 rc=0
-"$memprof" run -q -r "$rate" -o "$profile" -- "$@" || rc=$?
+"$memprof" run -r "$rate" -o "$profile" -- "$@" || rc=$?
 memprof_log "---------------------------------------------------------------------"
 if [[ -s "$profile" ]]; then
     "$memprof" report --top 10 -o "$out/profile.txt" "$profile"
     "$memprof" report -o "$out/profile.html" "$profile"
-    printf '\n'
-    cat "$out/profile.txt"
-    printf '\n'
     memprof_log "profile: ${profile#"$root"/} (go tool pprof reads it)," \
-        "${out#"$root"/}/profile.html (flame graph, open in a browser)," \
-        "${out#"$root"/}/profile.txt"
+        "${out#"$root"/}/profile.html (heap over time, flame graphs and tables of every" \
+        "view: open it in a browser), ${out#"$root"/}/profile.txt; more views:" \
+        "$build/tools/memprof report --view peak|temporary|leaks|alloc ${profile#"$root"/}"
 fi
 memprof_log "program exit status: $rc"
 exit "$rc"

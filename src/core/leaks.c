@@ -32,7 +32,7 @@ struct memprof_leak_window memprof__leak_window(uint64_t origin_ns, uint64_t now
 double memprof__ks_critical(size_t n)
 {
     double r = sqrt((double)n);
-    return 1.358 / (r + 0.12 + 0.11 / r);
+    return 1.949 / (r + 0.12 + 0.11 / r);
 }
 
 void memprof__leak_stat(const uint64_t *ts, const double *w, size_t n,
