@@ -938,14 +938,14 @@ static double sq(uint64_t sd)
  * of older versions and in files pprof re-encoded; then the model has no series. */
 static int decode_extension(struct reader *r, struct memprof_profile *p)
 {
+    if (!r->extension.n)
+        return 0; /* (and .p may be NULL: no pointer arithmetic on it) */
     struct memprof_pb_reader pr = {r->extension.p, r->extension.p + r->extension.n};
     struct memprof_pb_field f, col[3];
     const char *why = NULL;
     size_t ncol[3] = {0, 0, 0};
     bool have[3] = {false, false, false};
     int more;
-    if (!r->extension.n)
-        return 0;
     while ((more = memprof__pb_next(&pr, &f, &why)) == 1) {
         int rc = 0;
         switch (f.number) {
