@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # Opens the profiles pprof-gen writes with the real `go tool pprof` (Debian's golang-go):
 # they must parse, list the allocating functions under -top -sample_index=inuse_space, show
-# the inlined frame in -traces and file:line with -lines, and carry all four sample types.
+# the inlined frame in -traces and file:line with -lines, and carry all eight sample types;
+# the views profile's peak_space, temp_space and thread tags select what they should.
 # Exits 77 (skip) when `go` is not installed. Offline: no symbolization, HOME, GOCACHE and
 # GOPATH in a temporary directory, no proxy or toolchain download.
 #
@@ -75,13 +76,26 @@ pprof "$eng" -traces
 expect "engine -traces: inlined frame" 'fixture_inlined_fill.*\(inline\)'
 pprof "$eng" -top -lines -sample_index=inuse_space
 expect "engine -lines: file:line" 'fixture_alloc_leaf .*fixture\.c:[0-9]+'
-for t in alloc_objects alloc_space inuse_objects inuse_space; do
+for t in alloc_objects alloc_space inuse_objects inuse_space peak_objects peak_space \
+    temp_objects temp_space; do
     pprof "$eng" -top -sample_index=$t
     expect "engine sample type $t" "Type: $t"
 done
+
+# The views: the peak's and the temporary allocations' leaders by sample type, threads as tags.
+views="$tmp/views.pb.gz"
+pprof "$views" -top -sample_index=peak_space
+expect "views -top peak_space: the peak's leader" '20480kB .*build_report'
+pprof "$views" -top -sample_index=temp_space
+expect "views -top temp_space: the churn" '390MB.*parse_request'
+pprof "$views" -top -sample_index=inuse_space -tagfocus=thread=worker-1
+expect "views -tagfocus thread=worker-1" 'Active filters'
+pprof "$views" -tags
+expect "views -tags: thread names" 'worker-1'
+expect "views -tags: an unnamed thread by its id" 'thread 1003'
 
 if [ "$failures" -ne 0 ]; then
     echo "$failures failure(s)"
     exit 1
 fi
-echo "go tool pprof read both profiles"
+echo "go tool pprof read the three profiles"

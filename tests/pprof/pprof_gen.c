@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "export/pprof.h"
+#include "../export/profiles.h"
 #include "fixture.h"
 
 static int write_file(const char *dir, const char *name, const struct memprof_profile *p)
@@ -38,6 +39,8 @@ int main(int argc, char **argv)
         return 2;
     }
     int bad = write_file(argv[1], "rich.pb.gz", fixture_rich());
+    bad |= write_file(argv[1], "views.pb.gz", &views_profile);
+    (void)basic_profile, (void)special_profile, (void)empty_profile;
     struct memprof_profile *p = NULL;
     int rc = fixture_engine(&p);
     if (rc != 0) {
