@@ -35,17 +35,17 @@ double memprof__ks_critical(size_t n)
     return 1.949 / (r + 0.12 + 0.11 / r);
 }
 
-void memprof__leak_stat(const uint64_t *ts, const double *w, size_t n,
+void memprof__leak_stat(const struct memprof_leak_sample *s, size_t n,
                         struct memprof_leak_window win, struct memprof_leak_stat *out)
 {
     *out = (struct memprof_leak_stat){0};
     if (win.hi_ns <= win.lo_ns)
         return;
     size_t first = 0;
-    while (first < n && ts[first] < win.lo_ns)
+    while (first < n && s[first].ts < win.lo_ns)
         first++;
     size_t end = first;
-    while (end < n && ts[end] < win.hi_ns)
+    while (end < n && s[end].ts < win.hi_ns)
         end++;
     size_t k = end - first;
     double span = (double)(win.hi_ns - win.lo_ns);
@@ -53,8 +53,8 @@ void memprof__leak_stat(const uint64_t *ts, const double *w, size_t n,
      * from i/k to (i+1)/k; the uniform one is at u. */
     double d = 0;
     for (size_t i = 0; i < k; i++) {
-        out->bytes += w[first + i];
-        double u = (double)(ts[first + i] - win.lo_ns) / span;
+        out->bytes += s[first + i].w;
+        double u = (double)(s[first + i].ts - win.lo_ns) / span;
         double above = (double)(i + 1) / (double)k - u, below = u - (double)i / (double)k;
         if (above > d)
             d = above;

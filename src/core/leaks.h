@@ -13,8 +13,8 @@
  * fall in the window and their times are consistent with a constant rate over it: the
  * Kolmogorov-Smirnov distance of their empirical distribution from the uniform one is below
  * the 0.1 % critical value (a steady leak is missed one time in a thousand by chance; a
- * burst or a start-up cache lies far above it). Its leak bytes are the estimated bytes of those survivors, its rate
- * those bytes per second of the window.
+ * burst or a start-up cache lies far above it). Its leak bytes are the estimated bytes of those
+ * survivors, its rate those bytes per second of the window.
  */
 #ifndef MEMPROF_CORE_LEAKS_H
 #define MEMPROF_CORE_LEAKS_H
@@ -38,6 +38,12 @@ struct memprof_leak_window {
 struct memprof_leak_window memprof__leak_window(uint64_t origin_ns, uint64_t now_ns,
                                                 uint64_t max_lifetime_ns, uint64_t first_ns);
 
+/* A survivor: its allocation time and its estimated bytes. */
+struct memprof_leak_sample {
+    uint64_t ts;
+    double w;
+};
+
 struct memprof_leak_stat {
     uint64_t samples; /* survivors in the window */
     double bytes;     /* their estimated bytes */
@@ -46,9 +52,8 @@ struct memprof_leak_stat {
     bool suspect;
 };
 
-/* The statistic of survivors with allocation times ts[0..n) sorted ascending and estimated
- * bytes w[0..n). */
-void memprof__leak_stat(const uint64_t *ts, const double *w, size_t n,
+/* The statistic of survivors s[0..n), sorted by allocation time. */
+void memprof__leak_stat(const struct memprof_leak_sample *s, size_t n,
                         struct memprof_leak_window win, struct memprof_leak_stat *out);
 
 /* The 0.1 % critical value of the one-sample Kolmogorov-Smirnov distance for n points

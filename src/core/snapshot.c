@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/atomic.h"
 #include "core/engine.h"
@@ -39,12 +40,10 @@ static int by_live_bytes_desc(const void *a, const void *b)
     return x->stack_id < y->stack_id ? -1 : x->stack_id > y->stack_id;
 }
 
-/* Samples by stack, then by allocation time: each site's survivors in time order. */
-static int by_stack_then_time(const void *a, const void *b)
+/* A site's survivors by allocation time. */
+static int by_time(const void *a, const void *b)
 {
-    const struct memprof_snap_sample *x = a, *y = b;
-    if (x->stack_id != y->stack_id)
-        return x->stack_id < y->stack_id ? -1 : 1;
+    const struct memprof_leak_sample *x = a, *y = b;
     return x->ts < y->ts ? -1 : x->ts > y->ts;
 }
 
@@ -108,23 +107,36 @@ static uint64_t max_lifetime_ns(const struct memprof_snap_site *site)
     return 0;
 }
 
-/* Each site's leak statistic from its survivors (samples sorted by stack, then time). */
-static void take_leaks(struct memprof_snapshot *s, const uint32_t *site_of, size_t nids, double *w,
-                       uint64_t *ts)
+/* Each site's leak statistic from its survivors. The samples are grouped by stack with a
+ * counting sort (`end` has room for nids + 1 entries, `work` for every sample), then each
+ * group is sorted by time: linear in the samples plus the sort of each site's own. */
+static void take_leaks(struct memprof_snapshot *s, const uint32_t *site_of, size_t nids,
+                       size_t *end, struct memprof_leak_sample *work)
 {
+    memset(end, 0, (nids + 1) * sizeof *end);
+    for (size_t i = 0; i < s->nsamples; i++)
+        if (s->samples[i].stack_id < nids)
+            end[s->samples[i].stack_id]++;
+    for (size_t id = 1; id <= nids; id++)
+        end[id] += end[id - 1]; /* end of each stack's group; end[nids] = all placed */
+    for (size_t i = 0; i < s->nsamples; i++) {
+        const struct memprof_snap_sample *smp = &s->samples[i];
+        if (smp->stack_id < nids)
+            work[--end[smp->stack_id]] = (struct memprof_leak_sample){
+                smp->ts, (double)smp->size / memprof__est_prob(smp->size, s->rate)};
+    }
+    /* Now end[id] is where group id begins, and end[id + 1] where it ends. */
     uint64_t origin = memprof_atomic_load_relaxed(&E.origin_ns);
-    for (size_t i = 0, j; i < s->nsamples; i = j) {
-        uint32_t id = s->samples[i].stack_id;
-        for (j = i; j < s->nsamples && s->samples[j].stack_id == id; j++) {
-            ts[j - i] = s->samples[j].ts;
-            w[j - i] = (double)s->samples[j].size / memprof__est_prob(s->samples[j].size, s->rate);
-        }
-        if (id >= nids || !site_of[id])
-            continue; /* never: every sample got a site */
+    for (size_t id = 0; id < nids; id++) {
+        size_t n = end[id + 1] - end[id];
+        if (!n || !site_of[id])
+            continue;
+        struct memprof_leak_sample *group = work + end[id];
+        qsort(group, n, sizeof *group, by_time);
         struct memprof_snap_site *site = &s->sites[site_of[id] - 1];
         struct memprof_leak_window win =
             memprof__leak_window(origin, s->timestamp_ns, max_lifetime_ns(site), site->first_ns);
-        memprof__leak_stat(ts, w, j - i, win, &site->leak);
+        memprof__leak_stat(group, n, win, &site->leak);
     }
 }
 
@@ -222,7 +234,7 @@ int memprof__snapshot_take(struct memprof_snapshot **out)
     size_t off_work =
         align_up(off_threads + MEMPROF_MAX_THREADS * sizeof(struct memprof_snap_thread));
     /* Work space for the leak statistic: a time and a weight per sample. */
-    size_t bytes = off_work + cap * (sizeof(uint64_t) + sizeof(double));
+    size_t bytes = off_work + cap * sizeof(struct memprof_leak_sample);
     unsigned char *mem = memprof__pf_map(bytes);
     if (!mem)
         return -ENOMEM;
@@ -249,7 +261,8 @@ int memprof__snapshot_take(struct memprof_snapshot **out)
     size_t off_sites = align_up(nids * sizeof(uint32_t));
     size_t off_views = align_up(off_sites + (nids ? nids : 1) * sizeof(struct memprof_snap_site));
     size_t off_rank = align_up(off_views + 5 * (nids ? nids : 1) * sizeof(uint32_t));
-    s->sites_bytes = off_rank + (nids ? nids : 1) * sizeof(struct ranked);
+    size_t off_ends = align_up(off_rank + (nids ? nids : 1) * sizeof(struct ranked));
+    s->sites_bytes = off_ends + (nids + 1) * sizeof(size_t);
     unsigned char *smem = memprof__pf_map(s->sites_bytes);
     if (!smem) {
         memprof__snapshot_free(s);
@@ -280,7 +293,6 @@ int memprof__snapshot_take(struct memprof_snapshot **out)
         for (unsigned b = 0; b < MEMPROF_HIST_LIFETIME_BUCKETS; b++)
             site->lifetimes[b] = memprof_atomic_load_relaxed(&st->lifetimes[b]);
     }
-    qsort(s->samples, s->nsamples, sizeof *s->samples, by_stack_then_time);
     for (size_t i = 0; i < s->nsamples; i++) {
         const struct memprof_snap_sample *smp = &s->samples[i];
         memprof__est_add(&s->total, smp->size, s->rate);
@@ -297,8 +309,8 @@ int memprof__snapshot_take(struct memprof_snapshot **out)
         struct memprof_snap_site *site = &s->sites[site_of[smp->stack_id] - 1];
         memprof__est_add(&site->live, smp->size, s->rate);
     }
-    take_leaks(s, site_of, nids, (double *)(mem + off_work),
-               (uint64_t *)(mem + off_work + cap * sizeof(double)));
+    take_leaks(s, site_of, nids, (size_t *)(smem + off_ends),
+               (struct memprof_leak_sample *)(mem + off_work));
     take_peak(s, site_of, nids);
     /* The series ends with this snapshot. */
     s->series[s->nseries++] =

@@ -173,10 +173,10 @@ static void test_lifetime_buckets_are_powers_of_four_microseconds(void)
 static void leak_of(const uint64_t *ts, size_t n, uint64_t max_lifetime,
                     struct memprof_leak_stat *out)
 {
-    double w[256];
+    struct memprof_leak_sample s[256];
     for (size_t i = 0; i < n; i++)
-        w[i] = 1000;
-    memprof__leak_stat(ts, w, n, memprof__leak_window(0, 100 * SEC, max_lifetime, ts[0]), out);
+        s[i] = (struct memprof_leak_sample){ts[i], 1000};
+    memprof__leak_stat(s, n, memprof__leak_window(0, 100 * SEC, max_lifetime, ts[0]), out);
 }
 
 static void test_steady_survivors_make_a_suspect(void)
