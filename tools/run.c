@@ -397,16 +397,17 @@ static void write_summary(const struct memprof_profile *p, FILE *out)
 
 /* The summary of the main program's profile on stderr (write_summary()). The profile is read
  * from `read` (a copy when `path` is a stream or device). */
-static void print_summary(const struct run_options *o, pid_t pid, const char *path,
-                          const char *read)
+static uint64_t print_summary(const struct run_options *o, pid_t pid, const char *path,
+                              const char *read)
 {
     if (o->format != MEMPROF_FORMAT_PPROF) {
         memprof_cli_error("profile of %s (pid %d) written to %s", o->argv[0], (int)pid, path);
-        return;
+        return UINT64_MAX; /* not read: no child summary either */
     }
     struct memprof_profile *p = memprof_cli_read_profile(read);
     if (!p)
-        return;
+        return UINT64_MAX;
+    uint64_t peak = p->peak_space > p->inuse_space ? p->peak_space : p->inuse_space;
     char *text = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
@@ -419,6 +420,59 @@ static void print_summary(const struct run_options *o, pid_t pid, const char *pa
     if (text) /* one write, so it does not interleave with a child still printing */
         fwrite(text, 1, len, stderr);
     free(text);
+    return peak;
+}
+
+/* When a child of the run had a larger heap than the main program (a compiler driver and its
+ * cc1, make and its jobs, a shell script), the summary of the child with the largest peak:
+ * its heading and its sites at the peak. At most MAX_CHILD_READS profiles are read. */
+#define MAX_CHILD_READS 256
+static void print_largest_child(const struct tmpl_parts *t, pid_t main_pid,
+                                const struct pfiles *before, const struct pfiles *after,
+                                uint64_t main_peak)
+{
+    struct memprof_profile *best = NULL;
+    char best_path[PATH_MAX + NAME_MAX + 2] = "";
+    long best_pid = 0;
+    uint64_t best_peak = main_peak;
+    for (size_t i = 0, read = 0; i < after->n && read < MAX_CHILD_READS; i++) {
+        const struct pfile *f = &after->v[i];
+        if (f->pid == (long)main_pid || existed_before(before, f))
+            continue;
+        char path[PATH_MAX + NAME_MAX + 2];
+        snprintf(path, sizeof path, "%s/%s", t->dir, f->name);
+        read++;
+        struct memprof_profile *p = memprof_cli_read_profile(path);
+        if (!p)
+            continue;
+        uint64_t peak = p->peak_space > p->inuse_space ? p->peak_space : p->inuse_space;
+        if (peak > best_peak) {
+            memprof__profile_free(best);
+            best = p;
+            best_peak = peak;
+            best_pid = f->pid;
+            snprintf(best_path, sizeof best_path, "%s", path);
+        } else {
+            memprof__profile_free(p);
+        }
+    }
+    if (!best)
+        return;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (mem) {
+        memprof__export_summary(best, mem);
+        fputc('\n', mem);
+        memprof__export_text_sites(best, mem, MEMPROF_VIEW_PEAK, SUMMARY_TOP);
+        fclose(mem);
+    }
+    memprof_cli_error("the largest heap of this run was in process %ld (%s):", best_pid,
+                      best_path);
+    if (text)
+        fwrite(text, 1, len, stderr);
+    free(text);
+    memprof__profile_free(best);
 }
 
 /* ---- signals -------------------------------------------------------------------------------- */
@@ -533,10 +587,14 @@ static int outcome(const struct run_options *o, struct paths *ps, pid_t pid, int
         int sig = WTERMSIG(status);
         char name[32];
         memprof_cli_signal_name(sig, name, sizeof name);
+        uint64_t main_peak = UINT64_MAX;
         if (profile && !o->quiet)
-            print_summary(o, pid, profile, read_from);
-        if (!o->quiet)
+            main_peak = print_summary(o, pid, profile, read_from);
+        if (!o->quiet) {
             list_children(tp, pid, before, &after);
+            if (main_peak != UINT64_MAX)
+                print_largest_child(tp, pid, before, &after, main_peak);
+        }
         if (profile)
             memprof_cli_error("%s was killed by signal %d (%s); the last profile written is %s",
                               o->argv[0], sig, name, profile);
@@ -549,8 +607,9 @@ static int outcome(const struct run_options *o, struct paths *ps, pid_t pid, int
     }
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : CLI_EXIT_FAILURE;
     if (!o->quiet) {
+        uint64_t main_peak = UINT64_MAX;
         if (profile)
-            print_summary(o, pid, profile, read_from);
+            main_peak = print_summary(o, pid, profile, read_from);
         else if (code == CLI_EXIT_NOTFOUND)
             memprof_cli_error("no profile was written for %s (pid %d): it exited with status "
                               "127, so it (or the plugin) could probably not be loaded; see the "
@@ -562,6 +621,8 @@ static int outcome(const struct run_options *o, struct paths *ps, pid_t pid, int
                               "linked or set-uid programs",
                               o->argv[0], (int)pid);
         list_children(tp, pid, before, &after);
+        if (main_peak != UINT64_MAX)
+            print_largest_child(tp, pid, before, &after, main_peak);
     }
     free(after.v);
     return code;
