@@ -10,9 +10,9 @@
  *                                   parse_input(); prints "pid P"
  *   cli-prog wait N SIZE FILE       the same, prints "ready P", then waits (at most 60 s)
  *                                   until FILE exists
- *   cli-prog spawn N SIZE           runs "cli-prog alloc N SIZE" as a forked and exec'd
- *                                   child, waits for it, then allocates itself; prints
- *                                   "pid P" and "child C"
+ *   cli-prog spawn N SIZE [M]       runs "cli-prog alloc M SIZE" (M defaults to N) as a
+ *                                   forked and exec'd child, waits for it, then allocates N
+ *                                   blocks itself; prints "pid P" and "child C"
  *   cli-prog exit CODE              exits with CODE at once
  *   cli-prog sigint                 counts SIGINTs: prints "ready P", waits (at most 30 s)
  *                                   for the first, 300 ms more for duplicates, then prints
@@ -134,7 +134,7 @@ int main(int argc, char **argv)
                (int)from_kernel);
         return 0;
     }
-    if (argc == 4 && !strcmp(argv[1], "spawn")) {
+    if ((argc == 4 || argc == 5) && !strcmp(argv[1], "spawn")) {
         fflush(stdout);
         pid_t child = fork();
         if (child < 0) {
@@ -142,7 +142,8 @@ int main(int argc, char **argv)
             return 3;
         }
         if (child == 0) {
-            execl("/proc/self/exe", argv[0], "alloc", argv[2], argv[3], (char *)NULL);
+            execl("/proc/self/exe", argv[0], "alloc", argc == 5 ? argv[4] : argv[2], argv[3],
+                  (char *)NULL);
             perror("cli-prog: exec");
             _exit(127);
         }

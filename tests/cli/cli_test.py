@@ -544,6 +544,16 @@ def t_run_children(tmp):
     profile_ok(os.path.join(tmp, "fam.pb.gz.%d" % child))
     check(not os.path.exists(os.path.join(tmp, "fam.pb.gz.%d" % pid)),
           "the main program's profile was not renamed to fam.pb.gz")
+    # A child with a much larger heap than the program (a driver and its compiler): the
+    # summary goes on with the child's peak and sites; a smaller child is only listed.
+    p = run_prog(tmp, "spawn", "10", "1000", "4000", opts=["-r", "16K"])
+    child = pid_of(p.out, "child")
+    check(re.search(r"the largest heap of this run was in process %d \(" % child, p.err) and
+          re.search(r"Top sites by estimated bytes live at the peak.*\n.*grow_cache", p.err),
+          "the summary lacks the larger child's peak and sites: %r" % p.err[-600:])
+    p = run_prog(tmp, "spawn", "4000", "1000", "10", opts=["-r", "16K"])
+    check("the largest heap of this run" not in p.err,
+          "a child smaller than the program is summarized")
 
 
 def wait_for(cond, timeout, what):
