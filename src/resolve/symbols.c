@@ -140,6 +140,12 @@ static const char *main_program_path(void)
 /* A module's function symbols sorted by address, built once per module: libdw's own
  * address-to-symbol lookup scans the whole table on every call, far too slow for the
  * hundreds of thousands of addresses a big profile holds. Addresses are file (unbiased). */
+/* A defined function symbol and the range it may answer for: its size, or for an unsized
+ * one (hand-written assembly, some PLT stubs) up to the end of its section; the lookup takes
+ * the last symbol starting at or before an address, so a range never reaches past the next
+ * defined symbol either. Undefined symbols (SHN_UNDEF: a non-PIE program's canonical PLT
+ * entries such as strcmp@GLIBC_2.2.5, whose value is a PLT address) are never kept: as the
+ * last symbol before an address they named every function of the gcc driver "strcmp". */
 struct func_sym {
     uintptr_t start, size;
     const char *name;
@@ -198,11 +204,17 @@ static void load_symtab(struct symtab *t, const void *mod)
     if (!t->syms)
         goto out;
     for (size_t i = 0; i < nsyms; i++) {
-        if (ELF64_ST_TYPE(syms[i].st_info) != STT_FUNC || syms[i].st_value == 0 ||
-            syms[i].st_name >= strs->sh_size)
+        unsigned type = ELF64_ST_TYPE(syms[i].st_info), shndx = syms[i].st_shndx;
+        if ((type != STT_FUNC && type != STT_GNU_IFUNC) || syms[i].st_value == 0 ||
+            shndx == SHN_UNDEF || shndx >= eh->e_shnum || syms[i].st_name >= strs->sh_size)
             continue;
         const char *name = (const char *)map + strs->sh_offset + syms[i].st_name;
-        t->syms[n++] = (struct func_sym){syms[i].st_value, syms[i].st_size, demangle(name)};
+        uintptr_t size = syms[i].st_size, end = sh[shndx].sh_addr + sh[shndx].sh_size;
+        if (!size && end > syms[i].st_value)
+            size = end - syms[i].st_value;
+        if (!size)
+            continue; /* not inside its section: nothing it can answer for */
+        t->syms[n++] = (struct func_sym){syms[i].st_value, size, demangle(name)};
     }
     t->n = n;
     qsort(t->syms, n, sizeof *t->syms, by_start);
@@ -226,11 +238,22 @@ static void load_symtab(struct symtab *t, const void *mod)
     for (int i = 0; i < nsyms; i++) {
         GElf_Sym sym;
         GElf_Addr addr;
-        const char *name = dwfl_module_getsym_info(m, i, &sym, &addr, NULL, NULL, NULL);
+        GElf_Word shndx = SHN_UNDEF;
+        Elf *elf = NULL;
+        const char *name = dwfl_module_getsym_info(m, i, &sym, &addr, &shndx, &elf, NULL);
         int type = GELF_ST_TYPE(sym.st_info);
-        if (!name || !*name || addr == 0 || (type != STT_FUNC && type != STT_GNU_IFUNC))
+        if (!name || !*name || addr == 0 || (type != STT_FUNC && type != STT_GNU_IFUNC) ||
+            shndx == SHN_UNDEF || shndx >= SHN_LORESERVE)
             continue;
-        t->syms[n++] = (struct func_sym){addr - bias, sym.st_size, demangle(name)};
+        uintptr_t start = addr - bias, size = sym.st_size;
+        if (!size) {
+            GElf_Shdr mem, *sh = elf ? gelf_getshdr(elf_getscn(elf, shndx), &mem) : NULL;
+            if (sh && sh->sh_addr + sh->sh_size > start)
+                size = sh->sh_addr + sh->sh_size - start;
+        }
+        if (!size)
+            continue; /* not inside its section: nothing it can answer for */
+        t->syms[n++] = (struct func_sym){start, size, demangle(name)};
     }
     t->n = n;
     qsort(t->syms, n, sizeof *t->syms, by_start);
@@ -265,7 +288,7 @@ static const char *symtab_lookup(const char *path, const void *mod, uintptr_t va
     if (lo == 0)
         return NULL;
     const struct func_sym *f = &t->syms[lo - 1];
-    if (f->size && vaddr >= f->start + f->size)
+    if (vaddr >= f->start + f->size)
         return NULL;
     *offset = vaddr - f->start;
     return f->name;
@@ -419,8 +442,7 @@ static unsigned scopes_at(struct cu_index *cu, Dwarf_Addr addr, Dwarf_Die *out, 
 /* The CU containing addr when the module has no .debug_aranges (clang does not emit them by
  * default, and libdw 0.188 then finds no CU): a scan of the CU headers, remembering the
  * last hit, since consecutive lookups tend to fall in the same CU. */
-static Dwarf_Die *cu_by_scan(Dwfl_Module *mod, Dwarf_Addr addr, Dwarf_Die *out,
-                             Dwarf_Addr *bias)
+static Dwarf_Die *cu_by_scan(Dwfl_Module *mod, Dwarf_Addr addr, Dwarf_Die *out, Dwarf_Addr *bias)
 {
     static Dwarf *last_dw;
     static Dwarf_Off last_off;
@@ -537,9 +559,14 @@ static struct memprof_sym *resolve(uintptr_t pc)
     }
 #endif
     if (n == 0 || !frames[n - 1].function) {
-        /* Last resort: the dynamic symbol table through dladdr. */
+        /* Last resort: the dynamic symbol table through dladdr, which answers with the
+         * nearest symbol before the address whatever its size or section: only a defined
+         * symbol whose range holds the address will do. */
         Dl_info dl;
-        if (dladdr((void *)lookup, &dl) && dl.dli_sname && dl.dli_saddr) {
+        const ElfW(Sym) *ent = NULL;
+        if (dladdr1((void *)lookup, &dl, (void **)&ent, RTLD_DL_SYMENT) && dl.dli_sname &&
+            dl.dli_saddr && ent && ent->st_shndx != SHN_UNDEF && ent->st_size &&
+            lookup < (uintptr_t)dl.dli_saddr + ent->st_size) {
             if (n == 0)
                 n = 1, frames[0] = (struct memprof_sym_frame){0};
             frames[n - 1].function = demangle(dl.dli_sname);
