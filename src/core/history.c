@@ -98,27 +98,34 @@ static bool peak_due(struct memprof_history *h, struct memprof_stacktab *st,
 
 /* ---- series ---------------------------------------------------------------------------- */
 
-#define P(i, field) (h->points[i].field)
+static void store_point(struct memprof_hist_apoint *dst, uint64_t t_ns, uint64_t live,
+                        uint64_t alloc)
+{
+    memprof_atomic_store_relaxed(&dst->t_ns, t_ns);
+    memprof_atomic_store_relaxed(&dst->live, live);
+    memprof_atomic_store_relaxed(&dst->alloc, alloc);
+}
+
+static void copy_point(struct memprof_hist_apoint *dst, const struct memprof_hist_apoint *src,
+                       uint64_t alloc)
+{
+    store_point(dst, memprof_atomic_load_relaxed(&src->t_ns),
+                memprof_atomic_load_relaxed(&src->live), alloc);
+}
 
 /* Halves the series: each pair of neighbours becomes the one with more live bytes, with the
  * later one's allocated total (a running sum). */
 static void downsample(struct memprof_history *h, uint32_t n)
 {
+    struct memprof_hist_apoint *pt = h->points;
     uint32_t k = 0;
-    for (uint32_t i = 0; i + 1 < n; i += 2, k++) {
+    for (uint32_t i = 0; i < n; i += 2, k++) {
+        uint32_t last = i + 1 < n ? i + 1 : i;
         uint32_t keep =
-            memprof_atomic_load_relaxed(&P(i + 1, live)) >= memprof_atomic_load_relaxed(&P(i, live))
-                ? i + 1
+            memprof_atomic_load_relaxed(&pt[last].live) >= memprof_atomic_load_relaxed(&pt[i].live)
+                ? last
                 : i;
-        memprof_atomic_store_relaxed(&P(k, t_ns), memprof_atomic_load_relaxed(&P(keep, t_ns)));
-        memprof_atomic_store_relaxed(&P(k, live), memprof_atomic_load_relaxed(&P(keep, live)));
-        memprof_atomic_store_relaxed(&P(k, alloc), memprof_atomic_load_relaxed(&P(i + 1, alloc)));
-    }
-    if (n & 1) {
-        memprof_atomic_store_relaxed(&P(k, t_ns), memprof_atomic_load_relaxed(&P(n - 1, t_ns)));
-        memprof_atomic_store_relaxed(&P(k, live), memprof_atomic_load_relaxed(&P(n - 1, live)));
-        memprof_atomic_store_relaxed(&P(k, alloc), memprof_atomic_load_relaxed(&P(n - 1, alloc)));
-        k++;
+        copy_point(&pt[k], &pt[keep], memprof_atomic_load_relaxed(&pt[last].alloc));
     }
     memprof_atomic_store_relaxed(&h->npoints, k);
     uint64_t step = memprof_atomic_load_relaxed(&h->step_ns);
@@ -133,17 +140,13 @@ static void append_candidate(struct memprof_history *h)
         downsample(h, n);
         n = memprof_atomic_load_relaxed(&h->npoints);
     }
-    memprof_atomic_store_relaxed(&P(n, t_ns), memprof_atomic_load_relaxed(&h->cand.t_ns));
-    memprof_atomic_store_relaxed(&P(n, live), memprof_atomic_load_relaxed(&h->cand.live));
-    memprof_atomic_store_relaxed(&P(n, alloc), memprof_atomic_load_relaxed(&h->cand.alloc));
+    copy_point(&h->points[n], &h->cand, memprof_atomic_load_relaxed(&h->cand.alloc));
     memprof_atomic_store_relaxed(&h->npoints, n + 1);
 }
 
 static void set_candidate(struct memprof_history *h, const struct memprof_hist_now *now)
 {
-    memprof_atomic_store_relaxed(&h->cand.t_ns, now->t_ns);
-    memprof_atomic_store_relaxed(&h->cand.live, now->live > 0 ? (uint64_t)now->live : 0);
-    memprof_atomic_store_relaxed(&h->cand.alloc, now->alloc);
+    store_point(&h->cand, now->t_ns, now->live > 0 ? (uint64_t)now->live : 0, now->alloc);
 }
 
 /* The current window has ended: `now` is the first event at least a step after its start. */
@@ -172,8 +175,6 @@ static void series_event(struct memprof_history *h, const struct memprof_hist_no
     }
     write_end(&h->series_seq);
 }
-
-#undef P
 
 void memprof__hist_sampled(struct memprof_history *h, struct memprof_stacktab *st,
                            const struct memprof_hist_now *now, bool grew)
