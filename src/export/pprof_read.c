@@ -1165,15 +1165,16 @@ static int build(struct reader *r, size_t total_frames, struct memprof_profile *
     if (sort_stacks(p) != 0)
         goto done;
 
-    if (r->have_total[0])
-        p->inuse_space = r->total[0];
-    if (r->have_total[1])
-        p->inuse_objects = r->total[1];
-    if (r->have_total[2])
-        p->live_samples = r->total[2];
-    if (r->have_total[3])
+    /* Every figure comes from the samples read: a file that pprof filtered (-focus) or
+     * merged keeps the comments of the profile it came from, which no longer describe it.
+     * The comments' exact whole-heap variances (the labels carry rounded standard
+     * deviations per stack) are used only when their totals are the samples' own. */
+    bool comments_agree = r->have_total[0] && r->have_total[1] && r->have_total[2] &&
+                          r->total[0] == p->inuse_space && r->total[1] == p->inuse_objects &&
+                          r->total[2] == p->live_samples;
+    if (comments_agree && r->have_total[3])
         p->inuse_space_var = r->total_var[0];
-    if (r->have_total[4])
+    if (comments_agree && r->have_total[4])
         p->inuse_objects_var = r->total_var[1];
     p->truncated_stacks = r->health[0];
     p->dropped_samples = r->health[1];

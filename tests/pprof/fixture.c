@@ -184,10 +184,11 @@ static struct memprof_profile rich = {
     .nframes = sizeof rich_frames / sizeof *rich_frames,
     .stacks = rich_stacks,
     .nstacks = sizeof rich_stacks / sizeof *rich_stacks,
-    /* Not the sums: the comments carry the whole-heap values exactly. */
-    .inuse_space = 5680,
-    .inuse_objects = 41,
-    .live_samples = 21,
+    /* The sums of the stacks (the reader computes them from the samples); the comments carry
+     * the whole-heap variances exactly, which the reader uses while the totals agree. */
+    .inuse_space = 5670,
+    .inuse_objects = 40,
+    .live_samples = 20,
     .inuse_space_var = 300000.5,
     .inuse_objects_var = 0.1,
     .truncated_stacks = 1,

@@ -375,6 +375,34 @@ static void test_views_round_trip(void)
     (void)empty_profile;
 }
 
+/* A file whose comments no longer describe its samples (pprof -focus keeps the comments of
+ * the profile it filtered): every figure comes from the samples, the variances too. */
+static void test_totals_come_from_the_samples(void)
+{
+    struct memprof_profile stale = *fixture_rich();
+    stale.inuse_space = 999999;
+    stale.inuse_objects = 999;
+    stale.live_samples = 99;
+    stale.inuse_space_var = 1e15;
+    unsigned char *gz = NULL;
+    size_t len = 0;
+    struct memprof_profile *back = NULL;
+    char err[256];
+    CHECK(fixture_write(&stale, &gz, &len) == 0);
+    CHECK(memprof__pprof_read(gz, len, &back, err, sizeof err) == 0);
+    if (back) {
+        CHECK(back->inuse_space == fixture_rich()->inuse_space);
+        CHECK(back->inuse_objects == fixture_rich()->inuse_objects);
+        CHECK(back->live_samples == fixture_rich()->live_samples);
+        double var = 0;
+        for (size_t i = 0; i < back->nstacks; i++)
+            var += back->stacks[i].inuse_space_var;
+        CHECK(back->inuse_space_var == var);
+    }
+    memprof__profile_free(back);
+    free(gz);
+}
+
 static void test_views_survive(void)
 {
     unsigned char *gz = NULL;
@@ -837,6 +865,7 @@ int main(void)
     test_messages();
     test_round_trip("rich", fixture_rich());
     test_views_round_trip();
+    test_totals_come_from_the_samples();
     test_reader_sorts();
     test_views_survive();
     test_empty_profile();
