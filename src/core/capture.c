@@ -62,11 +62,13 @@ static bool is_own(uintptr_t pc)
     return false;
 }
 
-MEMPROF_NOINLINE MEMPROF_SAMPLING_TEXT unsigned
-memprof__capture_fp(uintptr_t *frames, unsigned max, uintptr_t stack_top, bool *truncated)
+MEMPROF_NOINLINE MEMPROF_SAMPLING_TEXT unsigned memprof__capture_fp(uintptr_t *frames, unsigned max,
+                                                                    uintptr_t from,
+                                                                    uintptr_t stack_top,
+                                                                    bool *truncated)
 {
     *truncated = false;
-    uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
+    uintptr_t fp = from ? from : (uintptr_t)__builtin_frame_address(0);
     uintptr_t lo = fp;
     unsigned n = 0;
     bool skipping = true;
@@ -100,9 +102,9 @@ bool memprof__capture_have_dwarf(void)
 }
 
 #if HAVE_LIBUNWIND
-/* Profiler frames at the leaf end: this function, the engine's cold path, the backend's
- * hook, and possibly a wrapper or two. */
-#define OWN_FRAMES_MARGIN 8
+/* Profiler frames at the leaf end: this function, the engine's cold path and the switch to
+ * its stack (coldstack.h), the backend's hook, and possibly a wrapper or two. */
+#define OWN_FRAMES_MARGIN 12
 
 /* Set in a fork() child (memprof__capture_after_fork): before any thread of the child can
  * exist, so a plain variable. */
@@ -151,7 +153,8 @@ void memprof__capture_warm_up(void)
 }
 
 MEMPROF_SAMPLING_TEXT unsigned memprof__capture(enum memprof_unwinder how, uintptr_t *frames,
-                                                unsigned max, uintptr_t stack_top, bool *truncated)
+                                                unsigned max, uintptr_t from, uintptr_t stack_top,
+                                                bool *truncated)
 {
     if (max > MEMPROF_CAPTURE_MAX)
         max = MEMPROF_CAPTURE_MAX;
@@ -161,5 +164,5 @@ MEMPROF_SAMPLING_TEXT unsigned memprof__capture(enum memprof_unwinder how, uintp
 #else
     (void)how;
 #endif
-    return memprof__capture_fp(frames, max, stack_top, truncated);
+    return memprof__capture_fp(frames, max, from, stack_top, truncated);
 }

@@ -43,13 +43,18 @@ void memprof__capture_warm_up(void);
  * fork time by another thread (another sample being unwound, the GOT backend patching
  * after a dlopen, the program's own dlopen) and then stays locked in the child forever. */
 void memprof__capture_after_fork(void);
-/* Captures with the given unwinder (see memprof__capture_fp for the contract). */
+/* Captures with the given unwinder (see memprof__capture_fp for the contract; the DWARF
+ * unwinder starts where it is called and ignores `from` and `stack_top`). */
 unsigned memprof__capture(enum memprof_unwinder how, uintptr_t *frames, unsigned max,
-                          uintptr_t stack_top, bool *truncated);
+                          uintptr_t from, uintptr_t stack_top, bool *truncated);
 
-/* Captures up to `max` return addresses (leaf first) into `frames`, walking no higher than
- * `stack_top` (exclusive; 0 = unknown, then nothing is walked). Sets *truncated when the
- * stack had more frames than `max`. Returns the number of frames stored. */
-unsigned memprof__capture_fp(uintptr_t *frames, unsigned max, uintptr_t stack_top, bool *truncated);
+/* Captures up to `max` return addresses (leaf first) into `frames`, walking the frame
+ * records from `from` (a frame address, __builtin_frame_address(0) of a caller on the stack
+ * to walk; 0 = this call's own frame) no higher than `stack_top` (exclusive; 0 = unknown,
+ * then nothing is walked). `from` lets the walk start on the program's stack when it runs
+ * on another (coldstack.h). Sets *truncated when the stack had more frames than `max`.
+ * Returns the number of frames stored. */
+unsigned memprof__capture_fp(uintptr_t *frames, unsigned max, uintptr_t from, uintptr_t stack_top,
+                             bool *truncated);
 
 #endif

@@ -15,6 +15,7 @@
 
 #include "common/atomic.h"
 #include "core/capture.h"
+#include "core/coldstack.h"
 #include "core/estimate.h"
 #include "core/platform.h"
 #include "core/sources.h"
@@ -319,33 +320,48 @@ not_sampled:
     return false;
 }
 
-/* Captures the stack and records a sample of `size` bytes under `key` (guard set). */
-MEMPROF_SAMPLING_TEXT static void record_here(uint64_t key, size_t size)
+struct record_args {
+    uint64_t key;
+    size_t size;
+    uintptr_t from; /* the caller's frame, on the program's stack */
+};
+
+/* Captures the stack and records a sample of `size` bytes under `key` (guard set). Runs on a
+ * stack of the profiler's (coldstack.h): the DWARF unwinder's cursor and the frame buffers
+ * below would not fit on the small stacks programs allocate on (signal handlers, coroutines). */
+MEMPROF_SAMPLING_TEXT static void record_here(void *arg)
 {
+    const struct record_args *a = arg;
     struct memprof_tls *t = &memprof__tls;
     /* Native frames, then room for interpreter frames; on this (cold) stack, not TLS. */
     uintptr_t frames[MEMPROF_CAPTURE_MAX + MEMPROF_MAX_RUNTIME_FRAMES];
-    /* A frame-pointer walk reads only inside the mapping of the stack it starts on, looked
-     * up again when the thread samples on another stack (a signal handler's) or below the
-     * mapping's start (the main stack grew). */
-    uintptr_t here = (uintptr_t)frames;
-    if (E.unwinder != MEMPROF_UNWIND_DWARF && (here < t->stack_lo || here >= t->stack_top) &&
-        !memprof__pf_mapping_of(here, &t->stack_lo, &t->stack_top))
+    /* A frame-pointer walk reads only inside the mapping of the program's stack it starts
+     * on, looked up again when the thread samples on another stack (a signal handler's) or
+     * below the mapping's start (the main stack grew). */
+    if (E.unwinder != MEMPROF_UNWIND_DWARF && (a->from < t->stack_lo || a->from >= t->stack_top) &&
+        !memprof__pf_mapping_of(a->from, &t->stack_lo, &t->stack_top))
         t->stack_lo = t->stack_top = 0;
     bool truncated;
     unsigned native = memprof__capture((enum memprof_unwinder)E.unwinder, frames, E.max_frames,
-                                       t->stack_top, &truncated);
+                                       a->from, t->stack_top, &truncated);
     unsigned source;
     unsigned rt = memprof__sources_capture((uint64_t *)(frames + native),
                                            MEMPROF_MAX_RUNTIME_FRAMES, &source);
-    memprof__record_mixed(key, size, frames, native + rt, native, source, truncated);
+    memprof__record_mixed(a->key, a->size, frames, native + rt, native, source, truncated);
 }
 
 /* Part 2 of the cold path for any key (0: the allocation failed, nothing to record). */
 MEMPROF_SAMPLING_TEXT static void sample_end_key(uint64_t key, size_t size, int saved_errno)
 {
     if (key) {
-        record_here(key, size);
+        struct record_args a = {key, size, (uintptr_t)__builtin_frame_address(0)};
+        uintptr_t top = memprof__coldstack_claim();
+        if (top) {
+            memprof__coldstack_call(record_here, &a, top);
+            memprof__coldstack_release(top);
+        } else {
+            record_here(&a); /* none free: on the program's stack, as it is */
+        }
         errno = saved_errno;
     }
     memprof__tls.guard = 0;
@@ -454,6 +470,7 @@ static void atfork_child(void)
     memprof__tls.seeded = 0;
     memprof__tls.stack_lo = memprof__tls.stack_top = 0;
     memprof__capture_after_fork();
+    memprof__coldstack_after_fork();
     memprof__hist_after_fork(&E.hist);
     memprof__threads_after_fork();
     memprof_atomic_store_relaxed(&E.bloom.rebuilding, 0);
@@ -504,7 +521,8 @@ int memprof__engine_init(const struct memprof_engine_config *cfg)
         init_sample_heap(0);
     E.mapped_bytes = E.hm.nslots * sizeof(struct memprof_hm_slot) + E.bloom.nwords * 16 +
                      E.st.max_stacks * sizeof(struct memprof_stack) +
-                     E.st.nbuckets * sizeof(uint32_t) + E.st.arena_cap * sizeof(uintptr_t);
+                     E.st.nbuckets * sizeof(uint32_t) + E.st.arena_cap * sizeof(uintptr_t) +
+                     memprof__coldstack_init();
     memprof__capture_add_own_sampling_text();
     if (E.unwinder == MEMPROF_UNWIND_DWARF)
         memprof__capture_warm_up();
@@ -647,7 +665,7 @@ void memprof__engine_limit_address_space(void)
 
 int memprof__engine_mlockall(int flags, int (*real_mlockall)(int))
 {
-    struct memprof_range own[6 + MEMPROF_SHEAP_CLASSES];
+    struct memprof_range own[7 + MEMPROF_SHEAP_CLASSES];
     size_t n = 0;
 #define OWN(p, bytes)                                                                              \
     do {                                                                                           \
@@ -660,6 +678,9 @@ int memprof__engine_mlockall(int flags, int (*real_mlockall)(int))
     OWN(E.st.recs, E.st.max_stacks * sizeof *E.st.recs);
     OWN(E.st.buckets, E.st.nbuckets * sizeof *E.st.buckets);
     OWN(E.st.arena, E.st.arena_cap * sizeof *E.st.arena);
+    uintptr_t lo, hi;
+    if (memprof__coldstack_range(&lo, &hi))
+        OWN(lo, hi - lo);
 #undef OWN
     /* The sample heap's slots below each class's mark hold the program's own blocks. */
     n += memprof__sheap_unused(&E.sheap, own + n, MEMPROF_SHEAP_CLASSES);

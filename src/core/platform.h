@@ -60,5 +60,13 @@ MEMPROF_INTERNAL int memprof__pf_mlockall_except(int flags, int (*real_mlockall)
  * (the span of its executable PT_LOAD segments). Returns 0 or -ENOENT. Takes the loader
  * lock: not for hooks. */
 MEMPROF_INTERNAL int memprof__pf_text_range(const void *addr, uintptr_t *lo, uintptr_t *hi);
+/* Reserves `size` bytes of address space, inaccessible until memprof__pf_writable() opens
+ * parts of it: until then it counts against RLIMIT_AS only, not as private writable memory
+ * (RLIMIT_DATA, the commit charge). NULL on failure. Transparent huge pages are off in it. */
+void *memprof__pf_reserve(size_t size);
+/* Makes [p, p + size), page-aligned, readable and writable, whatever its protection was.
+ * False if the kernel refuses (a limit on private writable memory or the commit charge).
+ * A system call, no lock, not a cancellation point; leaves errno as it was. */
+bool memprof__pf_writable(void *p, size_t size);
 
 #endif

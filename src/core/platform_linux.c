@@ -283,3 +283,23 @@ int memprof__pf_text_range(const void *addr, uintptr_t *lo, uintptr_t *hi)
     *hi = c.hi;
     return 0;
 }
+
+void *memprof__pf_reserve(size_t size)
+{
+    int saved = errno;
+    void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        p = NULL;
+    else
+        madvise(p, size, MADV_NOHUGEPAGE); /* a kernel without THP says EINVAL */
+    errno = saved;
+    return p;
+}
+
+bool memprof__pf_writable(void *p, size_t size)
+{
+    int saved = errno;
+    bool ok = mprotect(p, size, PROT_READ | PROT_WRITE) == 0;
+    errno = saved;
+    return ok;
+}
