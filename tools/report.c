@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * `memprof report`: converts a pprof profile written by memprof into any of the export
- * formats. The profile goes through the pprof reader (which rejects anything memprof did not
- * write, with a reason) into the same profile model the live writers read, so a saved profile
+ * formats; several profiles are merged into one first, as pprof merges them (values summed,
+ * export/merge.c). The profile goes through the pprof reader (which rejects anything memprof did
+ * not write, with a reason) into the same profile model the live writers read, so a saved profile
  * and a live snapshot print identically. Output goes to standard output or, with -o, to a
  * file written atomically (temporary file in the same directory, mode 0600, then rename), so
  * a reader of the file never sees half of it.
@@ -130,10 +131,7 @@ int memprof_cli_report(int argc, char **argv)
     }
     if (optind >= argc)
         return memprof_cli_usage_error("report", "no profile given");
-    if (argc - optind > 1)
-        return memprof_cli_usage_error("report", "one profile at a time; unexpected '%s'",
-                                       argv[optind + 1]);
-    const char *input = argv[optind];
+    int ninputs = argc - optind;
     if (output && !strcmp(output, "-"))
         output = NULL;
 
@@ -156,11 +154,30 @@ int memprof_cli_report(int argc, char **argv)
         return memprof_cli_usage_error("report", "will not write a compressed pprof profile to a "
                                                  "terminal; use -o FILE");
 
-    struct memprof_profile *p = memprof_cli_read_profile(input);
-    if (!p)
+    /* Several profiles are merged as pprof merges them (export/merge.c). */
+    struct memprof_profile **in = calloc((size_t)ninputs, sizeof *in), *p = NULL;
+    if (!in) {
+        memprof_cli_error("%s", strerror(ENOMEM));
         return CLI_EXIT_FAILURE;
+    }
+    for (int i = 0; i < ninputs; i++)
+        if (!(in[i] = memprof_cli_read_profile(argv[optind + i]))) {
+            for (int k = 0; k < i; k++)
+                memprof__profile_free(in[k]);
+            free(in);
+            return CLI_EXIT_FAILURE;
+        }
+    if (ninputs == 1) {
+        p = in[0];
+        in[0] = NULL;
+    } else if (memprof__profile_merge(in, (size_t)ninputs, &p) != 0) {
+        memprof_cli_error("cannot merge the profiles: %s", strerror(ENOMEM));
+        status = CLI_EXIT_FAILURE;
+    }
     job.p = p;
-    if (output) {
+    if (!p) {
+        /* merging failed: said above */
+    } else if (output) {
         if (memprof_cli_write_atomic(output, fill, &job) != 0)
             status = CLI_EXIT_FAILURE;
     } else {
@@ -174,6 +191,9 @@ int memprof_cli_report(int argc, char **argv)
             status = CLI_EXIT_FAILURE;
         }
     }
-    memprof__profile_free(p);
+    memprof__profile_free(p); /* a merged profile points into the inputs: free it first */
+    for (int i = 0; i < ninputs; i++)
+        memprof__profile_free(in[i]);
+    free(in);
     return status;
 }

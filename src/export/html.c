@@ -320,6 +320,11 @@ static const char *const page_tail[] = {
     "             low: v > 0 && est * est / v < 10 };\n",
     "  }\n",
     "\n",
+    "  /* When the peak was; merged profiles' peaks were moments of different processes. */\n",
+    "  function peakWhen(pk) {\n",
+    "    return pk.merged > 1 ? '(the sum of ' + pk.merged + ' profiles\\u2019 peaks)' :\n",
+    "      'at ' + dur(pk.t_ns);\n",
+    "  }\n",
     "  /* Lifetime buckets (profile.h): bucket 0 under 1 us, bucket b below 4^b us, the last\n",
     "     one the rest. A quantile is the upper edge of the bucket it falls in, as in C. */\n",
     "  function bucketEnd(b) { return b >= NB - 1 ? Infinity : 1000 * Math.pow(4, b); }\n",
@@ -364,7 +369,7 @@ static const char *const page_tail[] = {
     "    var sum = $('summary'), allocTotal = totals.alloc, hasPeak = pk.bytes > 0 ||\n",
     "      pk.samples > 0;\n",
     "    var peakText = bytes(pk.bytes) + ' (95 % interval ' + bytes(pk.lo) + ' \\u2013 ' +\n",
-    "      bytes(pk.hi) + (pk.low ? ', few samples' : '') + ') at ' + dur(pk.t_ns);\n",
+    "      bytes(pk.hi) + (pk.low ? ', few samples' : '') + ') ' + peakWhen(pk);\n",
     "    var p1 = el('p');\n",
     "    p1.appendChild(el('span', 'Estimated live heap: '));\n",
     "    if (h.bytes === 0 && allocTotal > 0) {\n",
@@ -743,7 +748,7 @@ static const char *const page_tail[] = {
     "      live: 'Bytes live at the snapshot' + (D.duration_ns ? ' (' + dur(D.duration_ns) +\n",
     "        ' after sampling started)' : '') + ', by the call stack that allocated them.',\n",
     "      peak: pk.bytes > 0 || pk.samples > 0 ? 'Bytes live at the recorded peak: ' +\n",
-    "        bytes(pk.bytes) + ' at ' + dur(pk.t_ns) +\n",
+    "        bytes(pk.bytes) + ' ' + peakWhen(pk) +\n",
     "        ', by the call stack that allocated them.' :\n",
     "        'This profile recorded no peak.',\n",
     "      alloc: 'Bytes allocated since sampling began, freed or not: where the allocation ' +\n",
@@ -1203,13 +1208,13 @@ static void write_data(const struct memprof_profile *p, const struct html_data *
         ",\"hi\":%" PRIu64 ",\"low\":%d,\"objects\":%" PRIu64 ",\"samples\":%" PRIu64
         "},\n\"peak\":{\"bytes\":%" PRIu64 ",\"lo\":%" PRIu64 ",\"hi\":%" PRIu64
         ",\"low\":%d,\"objects\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"t_ns\":%" PRIu64
-        "},\n\"duration_ns\":%" PRIu64 ",\"temp_threshold_ns\":%" PRIu64
+        ",\"merged\":%u},\n\"duration_ns\":%" PRIu64 ",\"temp_threshold_ns\":%" PRIu64
         ",\n\"health\":{\"dropped\":%" PRIu64 ",\"overflows\":%" PRIu64 ",\"truncated\":%" PRIu64
         ",\"unresolved\":%" PRIu64 ",\"addresses\":%" PRIu64 "},\n\"strings\":[",
         p->time_unix_ns / 1000000000u, p->sampling_rate, memprof__view_name(view), few,
         p->inuse_space, heap.lo, heap.hi, heap.low_information, p->inuse_objects, p->live_samples,
         p->peak_space, peak.lo, peak.hi, peak.low_information, p->peak_objects, p->peak_samples,
-        p->peak_time_ns, p->duration_ns, p->temp_threshold_ns, p->dropped_samples,
+        p->peak_time_ns, p->merged, p->duration_ns, p->temp_threshold_ns, p->dropped_samples,
         p->stack_overflows, p->truncated_stacks, p->unresolved_addresses, p->total_addresses);
     for (uint32_t i = 0; i < d->nstr; i++) {
         fputs(i ? ",\n" : "\n", out);

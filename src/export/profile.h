@@ -106,6 +106,7 @@ struct memprof_profile {
     uint64_t peak_space, peak_objects, peak_samples;
     double peak_space_var;
     uint64_t peak_time_ns; /* since sampling started */
+    uint32_t merged;       /* > 1: a merge of this many profiles (no one peak time) */
     uint64_t duration_ns;  /* from sampling start to the snapshot; 0 if not known */
     uint64_t temp_threshold_ns;
     /* The heap over time, oldest first (at most about 1,000 points). */
@@ -147,6 +148,14 @@ uint64_t memprof__pstack_lifetime_quantile(const struct memprof_pstack *st, doub
  * lists sites; pprof keeps one sample per thread. Returns 0 or -ENOMEM. */
 int memprof__profile_sites(const struct memprof_profile *p, struct memprof_profile **out);
 void memprof__profile_sites_free(struct memprof_profile *m);
+
+/* One profile of several (read from files), as pprof merges them: their stacks side by side
+ * (threads renumbered), every value and whole-heap figure summed; no heap over time and no
+ * peak time; the largest sampling rate. Frames and threads keep pointing at the inputs'
+ * strings: the inputs must outlive the result (memprof__profile_free() frees it). Returns 0
+ * or -ENOMEM. */
+int memprof__profile_merge(struct memprof_profile *const *in, size_t n,
+                           struct memprof_profile **out);
 
 /* The label of a frame for flame graphs and summaries: the function name, else
  * "module+0xoffset", else "[unknown]". Returns buf or a string owned by the profile. */

@@ -125,9 +125,21 @@ static const char *estimate_text(uint64_t bytes, double var, uint64_t samples, u
     return buf;
 }
 
+/* "at 1.25 s", or for merged profiles, whose peaks were moments of different processes,
+ * "(the sum of N profiles' peaks)". */
+static const char *peak_when(const struct memprof_profile *p, char *buf, unsigned size)
+{
+    char t[32];
+    if (p->merged > 1)
+        snprintf(buf, size, "(the sum of %u profiles' peaks)", p->merged);
+    else
+        snprintf(buf, size, "at %s", memprof__export_duration(p->peak_time_ns, t, sizeof t));
+    return buf;
+}
+
 int memprof__export_summary(const struct memprof_profile *p, FILE *out)
 {
-    char b1[32], b2[32], b3[32], est[128];
+    char b1[64], b2[32], b3[32], est[128];
     uint64_t alloc = allocated_total(p);
     int peak_known = p->peak_space || p->peak_samples;
     fprintf(out, "libmemprof %s heap profile (sampling rate %" PRIu64 " bytes)\n",
@@ -136,10 +148,10 @@ int memprof__export_summary(const struct memprof_profile *p, FILE *out)
         /* A bare "0 B" would read as "nothing happened": say what did. */
         fprintf(out, "Estimated live heap: 0 B live at the snapshot; ");
         if (peak_known)
-            fprintf(out, "peak %s at %s; ",
+            fprintf(out, "peak %s %s; ",
                     estimate_text(p->peak_space, p->peak_space_var, p->peak_samples,
                                   p->sampling_rate, est, sizeof est),
-                    memprof__export_duration(p->peak_time_ns, b1, sizeof b1));
+                    peak_when(p, b1, sizeof b1));
         else
             fprintf(out, "no peak recorded; ");
         fprintf(out, "allocated in total: %s\n", memprof__export_bytes(alloc, b2, sizeof b2));
@@ -154,10 +166,10 @@ int memprof__export_summary(const struct memprof_profile *p, FILE *out)
                 memprof__export_bytes(iv.lo, b2, sizeof b2),
                 memprof__export_bytes(iv.hi, b3, sizeof b3), p->inuse_objects, p->live_samples);
         if (peak_known) {
-            fprintf(out, "Peak: %s at %s; ",
+            fprintf(out, "Peak: %s %s; ",
                     estimate_text(p->peak_space, p->peak_space_var, p->peak_samples,
                                   p->sampling_rate, est, sizeof est),
-                    memprof__export_duration(p->peak_time_ns, b1, sizeof b1));
+                    peak_when(p, b1, sizeof b1));
             if (p->duration_ns)
                 fprintf(out, "live at the snapshot (%s): ",
                         memprof__export_duration(p->duration_ns, b1, sizeof b1));
@@ -253,16 +265,16 @@ static void print_details(const struct memprof_profile *p, const struct memprof_
 
 static void print_title(const struct memprof_profile *p, enum memprof_view view, FILE *out)
 {
-    char b1[32], b2[32];
+    char b1[32], b2[64];
     switch (view) {
     case MEMPROF_VIEW_ALLOC:
         fprintf(out, "Top sites by estimated bytes allocated since sampling began:\n");
         break;
     case MEMPROF_VIEW_PEAK:
         if (p->peak_space || p->peak_samples)
-            fprintf(out, "Top sites by estimated bytes live at the peak (%s at %s):\n",
+            fprintf(out, "Top sites by estimated bytes live at the peak (%s %s):\n",
                     memprof__export_bytes(p->peak_space, b1, sizeof b1),
-                    memprof__export_duration(p->peak_time_ns, b2, sizeof b2));
+                    peak_when(p, b2, sizeof b2));
         else
             fprintf(out, "Top sites by estimated bytes live at the peak:\n");
         break;

@@ -165,7 +165,6 @@ def t_bad_options(tmp):
         ["report", "--view", "peak", "--value", "alloc_space", "x.pb.gz"],
         ["report", "--value", "objects", "--format", "text", "x.pb.gz"],
         ["report", "--view", "leaks", "--value", "objects", "--format", "collapsed", "x.pb.gz"],
-        ["report", "a.pb.gz", "b.pb.gz"],
         ["diff"],
         ["diff", "a.pb.gz"],
         ["diff", "a", "b", "c"],
@@ -498,6 +497,33 @@ def t_temp_threshold(tmp):
           "a bad MEMPROF_TEMP_THRESHOLD is not reported: %r" % p.err[:300])
     r = memprof("report", "--view", "temporary", default_profile(tmp, pid_of(p.out)), cwd=tmp)
     check("freed within 1 ms" in r.out, "a bad MEMPROF_TEMP_THRESHOLD does not fall back to 1 ms")
+
+
+def collapsed_total(*paths, cwd):
+    r = memprof("report", "--format", "collapsed", *paths, cwd=cwd)
+    check(r.returncode == 0, "collapsed report of %s: exit %d" % (paths, r.returncode))
+    return sum(int(l.rsplit(" ", 1)[1]) for l in lines(r.out))
+
+
+def t_report_merges(tmp):
+    need_plugin()
+    paths = []
+    for n in ("4000", "2000"):
+        p = run_prog(tmp, "alloc", n, "1000", opts=["-r", "16K"])
+        paths.append(default_profile(tmp, pid_of(p.out)))
+    a, b = (collapsed_total(x, cwd=tmp) for x in paths)
+    both = collapsed_total(*paths, cwd=tmp)
+    check(a > 0 and b > 0 and both == a + b, "merged %d != %d + %d" % (both, a, b))
+    # Written as pprof and read back, the merge keeps every value; the heading says whose peak.
+    r = memprof("report", "-o", "merged.pb.gz", *paths, cwd=tmp)
+    check(r.returncode == 0, "report -o merged.pb.gz: exit %d" % r.returncode)
+    check(collapsed_total("merged.pb.gz", cwd=tmp) == a + b, "the merged pprof file differs")
+    r = memprof("report", *paths, cwd=tmp)
+    check("(the sum of 2 profiles' peaks)" in r.out, "the merged heading: %r" % r.out[:300])
+    # One unreadable input: one line, nothing merged.
+    r = memprof("report", paths[0], "missing.pb.gz", cwd=tmp)
+    check(r.returncode == 1 and "missing.pb.gz" in r.err and not r.out,
+          "a missing input: exit %d, %r" % (r.returncode, r.err))
 
 
 def t_run_output_option(tmp):
