@@ -404,13 +404,15 @@ typedef enum memprof_format {
  * (which must have a reader: else `-ENXIO`), Unix socket or a descriptor's name
  * (`/dev/stdout`, `/proc/self/fd/N`) is written in place. A file larger than the
  * process's RLIMIT_FSIZE fails with `-EFBIG`: SIGXFSZ, which would end the program, is
- * blocked in the calling thread while it writes.
+ * blocked in the calling thread while it writes. After the program installed a seccomp
+ * filter that would kill it for a system call writing takes, nothing is written.
  *
  * @param snapshot a snapshot.
  * @param path destination file name.
  * @param format a memprof_format; MEMPROF_FORMAT_AUTO picks one from the extension.
- * @return 0 on success; `-EINVAL` for NULL arguments or an unknown format; `-ENOMEM`; a
- *         negative errno from the file system (the temporary file is removed).
+ * @return 0 on success; `-EINVAL` for NULL arguments or an unknown format; `-ENOMEM`;
+ *         `-EPERM` under such a seccomp filter; a negative errno from the file system (the
+ *         temporary file is removed).
  *
  * Thread-safe. Not async-signal-safe; not callable from an allocation hook. @since 1.0
  */

@@ -16,6 +16,7 @@
 
 #include "api/output.h"
 #include "core/engine.h"
+#include "core/sandbox.h"
 #include "core/snapshot.h"
 #include "export/export.h"
 #include "export/interval.h"
@@ -264,6 +265,11 @@ int memprof__snapshot_write_how(const memprof_snapshot *snapshot, const char *pa
         return -EINVAL;
     if (format == MEMPROF_FORMAT_AUTO)
         format = format_from_path(path);
+    /* The program installed a seccomp filter that would kill it for a call writing takes. */
+    if (!memprof__sys_allowed(MEMPROF_SYS_WRITE)) {
+        atomic_fetch_add_explicit(&memprof__engine.write_failures, 1, memory_order_relaxed);
+        return -EPERM;
+    }
     uint8_t g = memprof__guard_enter();
     /* A regular file is replaced atomically (temporary file + rename), anything else
      * (device, FIFO, socket, /dev/stdout and the like) written in place: api/output.c. */

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "common/atomic.h"
@@ -18,6 +19,7 @@
 #include "core/coldstack.h"
 #include "core/estimate.h"
 #include "core/platform.h"
+#include "core/sandbox.h"
 #include "core/sources.h"
 
 /* An internal state between UNINITIALIZED and INITIALIZED while init maps the tables. */
@@ -265,9 +267,12 @@ void memprof__record_mixed(uint64_t key, size_t size, const uintptr_t *frames, u
 static void seed_thread(struct memprof_tls *t)
 {
     uint64_t seq = memprof_atomic_add_relaxed(&E.thread_seq, 1);
+    /* The ids only add to the random bits; a seccomp filter may forbid asking for them. */
+    uint64_t ids = memprof__sys_allowed(MEMPROF_SYS_IDS)
+                       ? memprof__pf_thread_id() << 32 ^ (uint64_t)getpid() << 48
+                       : 0;
     uint64_t seed = E.seed ? E.seed + seq * 0x9E3779B97F4A7C15ull
-                           : memprof__pf_random() ^ (memprof__pf_thread_id() << 32) ^
-                                 ((uint64_t)getpid() << 48) ^ (uint64_t)(uintptr_t)t;
+                           : memprof__pf_random() ^ ids ^ (uint64_t)(uintptr_t)t;
     memprof__rng_seed(&t->rng, seed);
     t->seeded = 1;
 }
@@ -691,6 +696,55 @@ void memprof__engine_log(int level, const char *msg)
 {
     if (E.log_fn)
         E.log_fn(E.log_ctx, level, msg);
+}
+
+static int compare_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+uint32_t memprof__engine_seccomp_before(bool strict, const void *fprog)
+{
+    uint8_t g = memprof__guard_enter();
+    int saved = errno;
+    struct memprof_tls *t = &memprof__tls;
+    memprof__pf_random_prepare();
+    if (!t->seeded)
+        seed_thread(t);
+    memprof__threads_self(&E.threads);
+    uint32_t forbids = memprof__sandbox_forbids(strict, fprog);
+    if (E.unwinder != MEMPROF_UNWIND_DWARF) {
+        /* A frame-pointer walk reads only inside its stack's mapping, looked up in
+         * /proc/self/maps at a thread's first sample: this thread's now. Where the filter
+         * forbids reading /proc, every thread unwinds with DWARF from now on, which needs
+         * no bounds (its first use, which opens a pipe, made now). */
+        uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+        if ((here < t->stack_lo || here >= t->stack_top) &&
+            !memprof__pf_mapping_of(here, &t->stack_lo, &t->stack_top))
+            t->stack_lo = t->stack_top = 0;
+        if ((forbids & 1u << MEMPROF_SYS_PROC) && memprof__capture_have_dwarf()) {
+            memprof__capture_warm_up();
+            __atomic_store_n(&E.unwinder, MEMPROF_UNWIND_DWARF, __ATOMIC_RELAXED);
+        }
+    }
+    /* Snapshots sort with glibc's qsort(), which asks the kernel for the machine's memory
+     * size (sysinfo) the first time it sorts 1 KiB or more, and remembers it (before glibc
+     * 2.37): a sort now. */
+    uint64_t keys[160];
+    for (size_t i = 0; i < MEMPROF_ARRAY_SIZE(keys); i++)
+        keys[i] = i * 0x9E3779B97F4A7C15ull;
+    qsort(keys, MEMPROF_ARRAY_SIZE(keys), sizeof *keys, compare_u64);
+    uint32_t before = atomic_fetch_or(&memprof__sys_forbidden, forbids);
+    errno = saved;
+    memprof__guard_leave(g);
+    return forbids & ~before;
+}
+
+void memprof__engine_seccomp_after(uint32_t marked, bool installed)
+{
+    if (!installed && marked)
+        atomic_fetch_and(&memprof__sys_forbidden, ~marked);
 }
 
 /* ---- statistics ---------------------------------------------------------------------------- */

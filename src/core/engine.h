@@ -168,6 +168,17 @@ MEMPROF_INTERNAL void memprof__engine_own_code(const void *addr);
 /* Passes `msg` to the log callback of memprof_config, if one was given at init. Only from
  * outside the hooks, with no lock of the caller's held (the callback may do anything). */
 MEMPROF_INTERNAL void memprof__engine_log(int level, const char *msg);
+/* Before the calling thread installs a seccomp filter (sandbox.h): `strict` for
+ * SECCOMP_MODE_STRICT, else `fprog` is the filter's struct sock_fprog. Does now what the
+ * thread would otherwise do at its first sample, while every call is still allowed (its
+ * seed, its registration with its id and name, its stack's bounds for frame-pointer walks),
+ * draws the entropy later seeds use if getrandom() becomes forbidden, and marks what the
+ * filter forbids; frame-pointer unwinding, which needs /proc, turns to DWARF if the filter
+ * forbids reading it and libunwind is there. Returns the groups it marked, for
+ * memprof__engine_seccomp_after(). */
+MEMPROF_INTERNAL uint32_t memprof__engine_seccomp_before(bool strict, const void *fprog);
+/* After the call: a filter the kernel refused (`installed` false) forbids nothing. */
+MEMPROF_INTERNAL void memprof__engine_seccomp_after(uint32_t marked, bool installed);
 
 /* Sets the calling thread's re-entrancy guard; returns the previous value for
  * memprof__guard_leave(). Everything the API does on a user thread runs under it, so the

@@ -38,9 +38,31 @@ struct object {
     uint64_t first[4]; /* bit c: some import's name starts with byte c */
 };
 
+/* The executable segments of the object this file is linked into (the profiler's own code),
+ * from its program headers: no lookup, so no loader lock inside dl_iterate_phdr(). */
+extern const ElfW(Ehdr) __ehdr_start __attribute__((visibility("hidden")));
+
+static bool is_own_code(const void *p)
+{
+    const ElfW(Ehdr) *eh = &__ehdr_start;
+    const ElfW(Phdr) *ph = (const ElfW(Phdr) *)((const char *)eh + eh->e_phoff);
+    uintptr_t base = 0, at = (uintptr_t)p;
+    for (int i = 0; i < eh->e_phnum; i++)
+        if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0) /* the segment with the header */
+            base = (uintptr_t)eh - ph[i].p_vaddr;
+    for (int i = 0; i < eh->e_phnum; i++)
+        if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X) && at >= base + ph[i].p_vaddr &&
+            at < base + ph[i].p_vaddr + ph[i].p_memsz)
+            return true;
+    return false;
+}
+
 static void patch_slot(const struct object *o, void **slot, void *fn)
 {
-    if (*slot == fn)
+    /* A slot that holds one of the profiler's own replacements stays: libunwind's syscall
+     * import is the descriptor-free probe (unwind_probe.c), which the GOT start's syscall
+     * hook must not displace. */
+    if (*slot == fn || is_own_code(*slot))
         return;
     uintptr_t at = (uintptr_t)slot, pg = at & ~(o->page - 1);
     bool ro = at >= o->ro_lo && at < o->ro_hi;

@@ -9,7 +9,8 @@
  * -fno-plt and function-pointer uses go through GLOB_DAT slots. A slot inside the object's
  * PT_GNU_RELRO range (read-only after start-up, always with -z now) is made writable for the
  * store and read-only again. A slot that already holds the replacement is left alone, so
- * patching again only touches what is new.
+ * patching again only touches what is new, and so is one that holds any other function of
+ * the profiler's (one user's replacement is not displaced by another's).
  */
 #ifndef MEMPROF_CORE_IMPORTS_H
 #define MEMPROF_CORE_IMPORTS_H

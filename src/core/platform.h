@@ -33,11 +33,14 @@ void memprof__pf_release(void *p, size_t size);
 /* Puts [p, p + size), page-aligned, back into core dumps (memprof__pf_map_sparse() leaves its
  * range out of them). Leaves errno as it was. */
 MEMPROF_INTERNAL void memprof__pf_dump(void *p, size_t size);
-/* 64 bits from getrandom(), falling back to time and addresses if it is unavailable. */
+/* 64 bits from getrandom(), falling back to time and addresses if it is unavailable, and to
+ * entropy drawn by memprof__pf_random_prepare() once a seccomp filter forbids it. */
 uint64_t memprof__pf_random(void);
+/* Draws the entropy memprof__pf_random() uses when getrandom() becomes forbidden. */
+MEMPROF_INTERNAL void memprof__pf_random_prepare(void);
 /* CLOCK_MONOTONIC in nanoseconds. Async-signal-safe. */
 uint64_t memprof__pf_now_ns(void);
-/* The kernel thread id of the caller. */
+/* The kernel thread id of the caller; 0 if a seccomp filter forbids asking. */
 uint64_t memprof__pf_thread_id(void);
 /* The memory mapping [*lo, *hi) that holds `addr` (from /proc/self/maps), false if none or
  * unreadable. Used for the bounds of the stack a frame-pointer walk may read. Allocates

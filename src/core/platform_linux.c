@@ -10,11 +10,12 @@
  * cancellation points, and a thread with a pending pthread_cancel() must come out of malloc
  * (which is not one) alive. Cancelled there, it would die inside the allocator with the
  * program's locks held (tests/stress/programs/cancel.c). syscall() is not a cancellation
- * point.
+ * point. Under a seccomp filter that forbids them (sandbox.h) they make none of those calls.
  */
 #define _GNU_SOURCE
 #include "config.h"
 #include "core/platform.h"
+#include "core/sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -82,20 +83,48 @@ uint64_t memprof__pf_now_ns(void)
 
 uint64_t memprof__pf_thread_id(void)
 {
-    return (uint64_t)syscall(SYS_gettid);
+    /* 0 under a seccomp filter that forbids asking (sandbox.h). */
+    return memprof__sys_allowed(MEMPROF_SYS_IDS) ? (uint64_t)syscall(SYS_gettid) : 0;
 }
 
-uint64_t memprof__pf_random(void)
+/* 64 bits drawn before a seccomp filter forbade getrandom(), and the draws made since. */
+static _Atomic uint64_t entropy, entropy_draws;
+
+static uint64_t getrandom64(void)
 {
     uint64_t v = 0;
 #if HAVE_GETRANDOM
     /* GRND_NONBLOCK: early in boot the pool may not be ready; never block a malloc. Through
      * syscall(): glibc's getrandom() is a cancellation point (above). */
-    if (syscall(SYS_getrandom, &v, sizeof v, GRND_NONBLOCK) == (long)sizeof v)
+    if (memprof__sys_allowed(MEMPROF_SYS_RANDOM) &&
+        syscall(SYS_getrandom, &v, sizeof v, GRND_NONBLOCK) == (long)sizeof v)
         return v;
 #endif
+    return 0;
+}
+
+void memprof__pf_random_prepare(void)
+{
+    uint64_t none = 0, v = getrandom64();
+    if (v)
+        atomic_compare_exchange_strong(&entropy, &none, v);
+}
+
+uint64_t memprof__pf_random(void)
+{
+    uint64_t v = getrandom64();
+    if (v)
+        return v;
+    /* No getrandom(), or a seccomp filter forbids it now: the entropy drawn before, mixed
+     * with a count of the draws (splitmix64's step, so that no two draws are alike), the
+     * clock and an address; the process id only if it may still be asked for. */
+    uint64_t z = memprof_atomic_load_relaxed(&entropy) +
+                 (memprof_atomic_add_relaxed(&entropy_draws, 1) + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     int local;
-    return memprof__pf_now_ns() ^ ((uint64_t)(uintptr_t)&local << 16) ^ (uint64_t)getpid();
+    uint64_t pid = memprof__sys_allowed(MEMPROF_SYS_IDS) ? (uint64_t)getpid() : 0;
+    return (z ^ (z >> 31)) ^ memprof__pf_now_ns() ^ ((uint64_t)(uintptr_t)&local << 16) ^ pid;
 }
 
 /* Parses the hexadecimal number at *p, advancing *p past it. */
@@ -135,6 +164,8 @@ static bool parse_range(const char *line, const char *end, uintptr_t *lo, uintpt
  * and the rest skipped. */
 static void for_each_mapping(bool (*fn)(void *ctx, uintptr_t lo, uintptr_t hi), void *ctx)
 {
+    if (!memprof__sys_allowed(MEMPROF_SYS_PROC)) /* a seccomp filter forbids it (sandbox.h) */
+        return;
     int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return;

@@ -15,6 +15,7 @@
 
 #include "common/atomic.h"
 #include "core/platform.h"
+#include "core/sandbox.h"
 #include "core/sampler.h"
 
 unsigned memprof__threads_self(struct memprof_threads *t)
@@ -28,9 +29,10 @@ unsigned memprof__threads_self(struct memprof_threads *t)
         return MEMPROF_THREAD_UNKNOWN;
     }
     struct memprof_thread_slot *s = &t->slots[i];
-    memprof_atomic_store_relaxed(&s->tid, memprof__pf_thread_id());
+    memprof_atomic_store_relaxed(&s->tid, memprof__pf_thread_id()); /* 0: forbidden */
     char name[MEMPROF_THREAD_NAME] = "";
-    if (prctl(PR_GET_NAME, name) != 0)
+    /* A thread registering under a seccomp filter that forbids asking stays unnamed. */
+    if (!memprof__sys_allowed(MEMPROF_SYS_THREAD_NAME) || prctl(PR_GET_NAME, name) != 0)
         name[0] = '\0';
     memcpy(s->name, name, sizeof name);
     s->name[MEMPROF_THREAD_NAME - 1] = '\0';
@@ -56,9 +58,10 @@ const char *memprof__threads_get(struct memprof_threads *t, unsigned i, uint64_t
 void memprof__threads_refresh(struct memprof_threads *t)
 {
     /* Snapshots on two threads would write the same names at once: one refreshes, the
-     * other keeps what is there. A try-lock, so a fork child never waits on it. */
+     * other keeps what is there. A try-lock, so a fork child never waits on it. Nothing is
+     * read under a seccomp filter that forbids it (sandbox.h). */
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    if (pthread_mutex_trylock(&lock) != 0)
+    if (!memprof__sys_allowed(MEMPROF_SYS_PROC) || pthread_mutex_trylock(&lock) != 0)
         return;
     unsigned n = memprof__threads_count(t);
     for (unsigned i = 0; i < n; i++) {

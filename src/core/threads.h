@@ -6,7 +6,8 @@
  * writers merge them where they show sites).
  *
  * A thread registers at its first sample, in the cold path, with two system calls made once
- * per thread (gettid, prctl(PR_GET_NAME)); its index lives in its TLS. Slots are claimed with
+ * per thread (gettid, prctl(PR_GET_NAME)), each skipped under a seccomp filter that forbids
+ * it (sandbox.h: the thread then has id 0 or no name); its index lives in its TLS. Slots are claimed with
  * a fetch-add and published with a release store of `ready`, never reused: at most
  * MEMPROF_MAX_THREADS threads get a slot of their own, later ones share index 0 ("other
  * threads"), which bounds how many stacks threads can multiply a site into. A thread that

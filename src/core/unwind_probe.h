@@ -12,7 +12,10 @@
  * one reserved descriptor number, never valid in the kernel: "opening the pipe" hands it
  * out, a "write" of one byte to it asks process_vm_readv() whether the byte is readable
  * (EFAULT instead of a fault, and no descriptor), a "read" from it finds nothing to drain,
- * closing it does nothing. Every other call passes through unchanged.
+ * closing it does nothing. Every other call passes through unchanged, and so do libunwind's
+ * mincore, msync, sigprocmask and open, unless a seccomp filter the program installed
+ * forbids them (sandbox.h): the probes then find the memory unreadable, the signal mask is
+ * left as it is, no file is opened.
  */
 #ifndef MEMPROF_CORE_UNWIND_PROBE_H
 #define MEMPROF_CORE_UNWIND_PROBE_H

@@ -40,6 +40,7 @@
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,7 @@
 #include "api/values.h"
 #include "core/engine.h"
 #include "core/imports.h"
+#include "interpose/seccomp.h"
 #include "interpose/wrappers.h"
 
 #if !defined(__x86_64__) && !defined(__aarch64__)
@@ -154,9 +156,54 @@ static int got_mlockall(int flags)
     return memprof__engine_mlockall(flags, real_mlockall);
 }
 
+/* The ways of installing a seccomp filter (seccomp.h): the engine gets ready for it first.
+ * Each reads as many arguments as glibc's own does, whatever the caller passed. */
+typedef long syscall_fn(long, ...);
+typedef int prctl_fn(int, ...);
+static syscall_fn *real_syscall;
+static prctl_fn *real_prctl;
+
+static long got_syscall(long nr, ...)
+{
+    va_list ap;
+    va_start(ap, nr);
+    long a[6];
+    for (int i = 0; i < 6; i++)
+        a[i] = va_arg(ap, long);
+    va_end(ap);
+    bool strict;
+    const void *fprog;
+    if (!memprof__syscall_seccomp(nr, a, &strict, &fprog))
+        return real_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+    uint32_t marked = memprof__engine_seccomp_before(strict, fprog);
+    long rc = real_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+    memprof__engine_seccomp_after(marked, rc != -1);
+    return rc;
+}
+
+static int got_prctl(int option, ...)
+{
+    va_list ap;
+    va_start(ap, option);
+    unsigned long a[4];
+    for (int i = 0; i < 4; i++)
+        a[i] = va_arg(ap, unsigned long);
+    va_end(ap);
+    bool strict;
+    const void *fprog;
+    if (!memprof__prctl_seccomp(option, a[0], a[1], &strict, &fprog))
+        return real_prctl(option, a[0], a[1], a[2], a[3]);
+    uint32_t marked = memprof__engine_seccomp_before(strict, fprog);
+    int rc = real_prctl(option, a[0], a[1], a[2], a[3]);
+    memprof__engine_seccomp_after(marked, rc != -1);
+    return rc;
+}
+
 static void *got_dlopen(const char *file, int mode);
 
 static const struct memprof_import hooks[] = {
+    {"prctl", (void *)got_prctl},
+    {"syscall", (void *)got_syscall},
     {"malloc", (void *)got_malloc},
     {"free", (void *)got_free},
     {"calloc", (void *)got_calloc},
@@ -312,6 +359,8 @@ static int find_real(void)
         .pvalloc = (void *(*)(size_t))dlsym(libc, "pvalloc"),
         .malloc_usable_size = (size_t(*)(void *))dlsym(libc, "malloc_usable_size"),
     };
+    real_syscall = (syscall_fn *)dlsym(libc, "syscall");
+    real_prctl = (prctl_fn *)dlsym(libc, "prctl");
     void *(*dl)(const char *, int) = (void *(*)(const char *, int))dlsym(libc, "dlopen");
     real_setrlimit = (int (*)(int, const struct rlimit *))dlsym(libc, "setrlimit");
     real_setrlimit64 = (int (*)(int, const struct rlimit *))dlsym(libc, "setrlimit64");
@@ -324,7 +373,7 @@ static int find_real(void)
         n_hooks = MEMPROF_ARRAY_SIZE(hooks) - N_OPTIONAL_HOOKS;
     dlclose(libc);
     if (!a.malloc || !a.free || !a.calloc || !a.realloc || !a.posix_memalign || !a.aligned_alloc ||
-        !a.memalign || !a.valloc || !dl)
+        !a.memalign || !a.valloc || !dl || !real_syscall || !real_prctl)
         return -ENOTSUP;
     /* Another allocator interposed before libc (LD_PRELOAD of jemalloc, or a library that
      * exports malloc): its blocks must not reach libc's free. The main program's own PLT

@@ -62,6 +62,7 @@
 #include "api/values.h"
 #include "common/atomic.h"
 #include "core/engine.h"
+#include "core/sandbox.h"
 #include "interpose/preload.h"
 #include "memprof/memprof.h"
 
@@ -110,6 +111,16 @@ static void dump(const char *why)
     static int reported;
     if (!cfg.output[0] || memprof__engine_readable() != 0)
         return;
+    /* The program installed a seccomp filter that would kill it for a system call writing
+     * takes (core/sandbox.h): no profile, and one line if stderr may still be written. */
+    if (!memprof__sys_allowed(MEMPROF_SYS_WRITE)) {
+        count_failure();
+        if (!reported++)
+            memprof__preload_say("memprof: no %s profile: a seccomp filter of the program "
+                                 "forbids system calls that writing it takes",
+                                 why);
+        return;
+    }
     char path[PATH_MAX];
     if (!expand_path(cfg.output, getpid(), path, sizeof path)) {
         count_failure();
@@ -134,11 +145,16 @@ static void dump(const char *why)
 
 bool memprof__preload_private_fds(void)
 {
-    return atomic_load(&writer_private) && atomic_load(&writer_tid) == syscall(SYS_gettid);
+    /* Without the thread's id (a seccomp filter forbids asking: core/sandbox.h) any thread
+     * may be the writer: the cautious answer, with which no descriptor is taken for one. */
+    return atomic_load(&writer_private) && (!memprof__sys_allowed(MEMPROF_SYS_IDS) ||
+                                            atomic_load(&writer_tid) == syscall(SYS_gettid));
 }
 
 int memprof__preload_program_fd(int n)
 {
+    if (!memprof__sys_allowed(MEMPROF_SYS_WRITER) || !memprof__sys_allowed(MEMPROF_SYS_IDS))
+        return -EPERM; /* a seccomp filter forbids the calls below (core/sandbox.h) */
     /* A pidfd of the process refers to its main thread, whose table is the program's. */
     int pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
     if (pidfd < 0)
@@ -248,7 +264,10 @@ static void dump_at_exit(void)
      * the process would not end. The state is restored for whatever exit() runs next. */
     int cancel_state;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
-    if (cfg.output[0] && wanted && start_writer()) {
+    /* Under a seccomp filter (core/sandbox.h), no writer is started (dump() in this thread
+     * then only says why there is no profile, or writes it). */
+    if (cfg.output[0] && wanted && memprof__sys_allowed(MEMPROF_SYS_WRITE) &&
+        memprof__sys_allowed(MEMPROF_SYS_WRITER) && start_writer()) {
         atomic_store(&exit_requested, 1);
         sem_post(&wakeup);
         while (sem_wait(&exit_done) != 0 && errno == EINTR)

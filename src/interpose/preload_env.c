@@ -46,6 +46,7 @@
 #include "api/values.h"
 #include "common/write_signals.h"
 #include "core/engine.h"
+#include "core/sandbox.h"
 #include "interpose/preload.h"
 #include "memprof/memprof.h"
 
@@ -92,7 +93,7 @@ static int original_stderr(void)
 
 void memprof__preload_say(const char *fmt, ...)
 {
-    if (quiet)
+    if (quiet || !memprof__sys_allowed(MEMPROF_SYS_SAY)) /* a seccomp filter (sandbox.h) */
         return;
     char line[512];
     va_list ap;
