@@ -20,9 +20,16 @@
 #define SEAL_ALIGN ((uintptr_t)64 * 1024)
 /* Core dumps take a class's slots in steps of this many bytes (a multiple of SEAL_ALIGN). */
 #define DUMP_STEP ((uint64_t)1 << 20)
-/* The class headers after the slots, rounded to a page. */
-#define HEADERS                                                                                    \
-    (((MEMPROF_SHEAP_CLASSES * sizeof(struct memprof_sheap_class)) + 4095) & ~(size_t)4095)
+/* The smallest class whose free list keeps its links outside the blocks (link_of()). */
+#define RELEASE_SHIFT 17u
+_Static_assert(((size_t)1 << RELEASE_SHIFT) == MEMPROF_SHEAP_RELEASE_MIN,
+               "the classes that give their pages back are those with links outside the blocks");
+/* Those links: one word per slot of every class from RELEASE_SHIFT up, class c's at
+ * 2^(30 - c) - 1 (one for the 1 GiB class, two for 512 MiB, ...), 2^14 - 1 in all. */
+#define OUTER_LINKS ((size_t)1 << (MEMPROF_SHEAP_RANGE_SHIFT - RELEASE_SHIFT + 1))
+/* The class headers, then those links, after the slots; rounded to a page. */
+#define CLASS_HEADERS (MEMPROF_SHEAP_CLASSES * sizeof(struct memprof_sheap_class))
+#define HEADERS       ((CLASS_HEADERS + OUTER_LINKS * sizeof(uint64_t) + 4095) & ~(size_t)4095)
 
 int memprof__sheap_init(struct memprof_sheap *h, size_t frame)
 {
@@ -130,12 +137,21 @@ static void include_in_dumps(const struct memprof_sheap *h, struct memprof_sheap
     }
 }
 
-/* The link of a free slot, in its first word. Another thread may be writing the block it
- * just popped while a loser of that race reads here: the read is atomic, and the loser's CAS
- * fails on the changed tag. */
-static inline _Atomic uint64_t *link_of(uintptr_t slot)
+/* The link of free slot `index` of class `shift`. Below MEMPROF_SHEAP_RELEASE_MIN it is the
+ * slot's first word: another thread may be writing the block it just popped while a loser of
+ * that race reads there, so the read is atomic, and the loser's CAS fails on the changed tag.
+ * The larger slots, which can be whole pages a program protects (a JIT's code made read-only,
+ * a table sealed with PROT_READ, PROT_NONE over a block given back to an allocator of its own)
+ * and then frees, as glibc lets it do with its mapped blocks, keep their links in an array
+ * after the class headers: the heap never writes into such a block once it is freed, nor
+ * reads a block that a lost race left to its new owner. */
+static inline _Atomic uint64_t *link_of(const struct memprof_sheap *h, unsigned shift,
+                                        uint64_t index)
 {
-    return (_Atomic uint64_t *)slot;
+    if (shift < RELEASE_SHIFT)
+        return (_Atomic uint64_t *)slot_addr(h, shift, index);
+    _Atomic uint64_t *outer = (_Atomic uint64_t *)((uintptr_t)h->classes + CLASS_HEADERS);
+    return outer + ((((size_t)1 << (MEMPROF_SHEAP_RANGE_SHIFT - shift)) - 1) + index);
 }
 
 static bool pop(const struct memprof_sheap *h, struct memprof_sheap_class *k, unsigned shift,
@@ -146,7 +162,7 @@ static bool pop(const struct memprof_sheap *h, struct memprof_sheap_class *k, un
         uint64_t top = head & INDEX_MASK;
         if (top == 0)
             return false;
-        uint64_t next = memprof_atomic_load_relaxed(link_of(slot_addr(h, shift, top - 1)));
+        uint64_t next = memprof_atomic_load_relaxed(link_of(h, shift, top - 1));
         uint64_t desired = ((head & ~INDEX_MASK) + ((uint64_t)1 << 32)) | (next & INDEX_MASK);
         if (memprof_atomic_cas_acqrel(&k->free_head, &head, desired)) {
             *index = top - 1;
@@ -158,7 +174,7 @@ static bool pop(const struct memprof_sheap *h, struct memprof_sheap_class *k, un
 static void push(const struct memprof_sheap *h, struct memprof_sheap_class *k, unsigned shift,
                  uint64_t index)
 {
-    _Atomic uint64_t *link = link_of(slot_addr(h, shift, index));
+    _Atomic uint64_t *link = link_of(h, shift, index);
     uint64_t head = memprof_atomic_load_relaxed(&k->free_head);
     for (;;) {
         memprof_atomic_store_relaxed(link, head & INDEX_MASK);
@@ -208,13 +224,12 @@ void *memprof__sheap_alloc(struct memprof_sheap *h, size_t n, size_t align, bool
     uint64_t index;
     if (pop(h, k, shift, &index)) {
         void *p = (void *)slot_addr(h, shift, index);
-        /* A recycled slot holds its old contents, except released ones: those read as
-         * zero but for the link word written after the release. */
-        if (zero) {
+        /* A recycled slot holds its old contents, but for the link in its first word, except
+         * released ones, which read as zero (their links are elsewhere). */
+        if (zero && slot_size < MEMPROF_SHEAP_RELEASE_MIN) {
             /* The link word atomically: a thread whose pop lost the race may still read it. */
-            memprof_atomic_store_relaxed(link_of((uintptr_t)p), 0);
-            if (slot_size < MEMPROF_SHEAP_RELEASE_MIN)
-                memset((char *)p + sizeof(uint64_t), 0, slot_size - sizeof(uint64_t));
+            memprof_atomic_store_relaxed(link_of(h, shift, index), 0);
+            memset((char *)p + sizeof(uint64_t), 0, slot_size - sizeof(uint64_t));
         }
         return block_in((uintptr_t)p, slot_size, lead);
     }
@@ -238,8 +253,15 @@ void memprof__sheap_free(struct memprof_sheap *h, void *p)
     unsigned shift = shift_of(h, p);
     size_t slot_size = (size_t)1 << shift;
     uintptr_t slot = slot_of(p, shift);
-    if (slot_size >= MEMPROF_SHEAP_RELEASE_MIN)
+    if (slot_size >= MEMPROF_SHEAP_RELEASE_MIN) {
+        /* The program may have protected the block (link_of()): the slot's next owner gets
+         * it writable, as glibc's next mapping would be; one the kernel will not make
+         * writable again (a limit on the commit charge) is never handed out again. Nothing
+         * here writes into the block. */
+        if (!memprof__pf_writable((void *)slot, slot_size))
+            return;
         memprof__pf_release((void *)slot, slot_size);
+    }
     uint64_t index = ((slot - h->base) & (RANGE - 1)) >> shift;
     push(h, &h->classes[shift - MEMPROF_SHEAP_MIN_SHIFT], shift, index);
 }

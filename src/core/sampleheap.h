@@ -24,7 +24,10 @@
  * lives in the freed slot's first word (the memory is never unmapped, so a stale read is harmless
  * and the tagged CAS rejects it). No locks: a fork or a signal at any point leaves a usable
  * heap. Pages are committed as blocks touch them; slots of MEMPROF_SHEAP_RELEASE_MIN bytes or
- * more give their pages back when freed (as glibc does for its mmap'ed chunks). The range is
+ * more give their pages back when freed (as glibc does for its mmap'ed chunks), made writable
+ * again first (the program may have protected them, as it may glibc's mapped blocks), and keep
+ * their links in an array after the class headers instead, so that nothing writes into them
+ * once freed. The range is
  * left out of core dumps, but for each class's slots handed out so far, put back in steps of
  * 1 MiB as the bump index grows (the program's sampled blocks belong in its core).
  *
