@@ -2,7 +2,11 @@
 /*
  * bench_rss: resident memory of the profiler's tables (heap map, Bloom filters, stack
  * table), idle and with 1k, 100k and 1M live samples, against the target of at most
- * 2 MiB plus 64 bytes per live sample.
+ * 2 MiB plus 64 bytes per live sample; and beside it what the profiler adds to the
+ * process's private writable memory (VmData: what RLIMIT_DATA counts and, under
+ * vm.overcommit_memory=2, the commit charge, touched or not, in the process and in each
+ * forked child) and to its address space (VmSize: what RLIMIT_AS counts), with the sample
+ * heap set up as the preload plugin has it.
  *
  * Runs in-process on the engine itself (linked from the static internal library, no
  * interposition): resident pages from /proc/self/statm are read before memprof_init, after
@@ -26,10 +30,27 @@
 #include "core/engine.h"
 #include "memprof/memprof.h"
 
-#define DEPTH 16u
-#define MIB (1024.0 * 1024.0)
-#define TARGET_FIXED (2u * 1024u * 1024u)
+#define DEPTH             16u
+#define MIB               (1024.0 * 1024.0)
+#define TARGET_FIXED      (2u * 1024u * 1024u)
 #define TARGET_PER_SAMPLE 64u
+
+/* A field of /proc/self/status ("VmData", "VmSize") in bytes. */
+static uint64_t status_bytes(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    size_t len = strlen(field);
+    unsigned long long kib = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, field, len) && line[len] == ':')
+            kib = strtoull(line + len + 1, NULL, 10);
+    if (f)
+        fclose(f);
+    return (uint64_t)kib * 1024;
+}
+
+static uint64_t data_base, size_base;
 
 static uint64_t rss_bytes(void)
 {
@@ -58,8 +79,10 @@ static void row(const char *what, uint64_t n, uint64_t bytes, uint64_t idle)
     char per[32] = "";
     if (n)
         snprintf(per, sizeof per, "%.1f", (double)(bytes > idle ? bytes - idle : 0) / (double)n);
-    printf("| %s | %" PRIu64 " | %.2f | %s | %.2f | %s |\n", what, n, bytes / MIB,
-           n ? per : "–", target / MIB, bytes <= target ? "yes" : "**no**");
+    printf("| %s | %" PRIu64 " | %.2f | %s | %.2f | %s | %.2f | %.2f |\n", what, n, bytes / MIB,
+           n ? per : "–", target / MIB, bytes <= target ? "yes" : "**no**",
+           (double)(status_bytes("VmData") - data_base) / MIB,
+           (double)(status_bytes("VmSize") - size_base) / MIB);
 }
 
 int main(int argc, char **argv)
@@ -87,10 +110,13 @@ int main(int argc, char **argv)
         stacks[i] = 0x555555554000u + (uintptr_t)(next_random() % (1u << 24));
 
     uint64_t base = rss_bytes();
+    data_base = status_bytes("VmData");
+    size_base = status_bytes("VmSize");
 
     memprof_config cfg;
     memprof_config_init(&cfg);
     cfg.heap_map_capacity = 2u << 20;
+    memprof__engine_use_sample_heap(); /* as under the preload plugin */
     int rc = memprof_init_config(&cfg);
     if (rc == 0) {
         memprof__backend_register(); /* start needs a backend; samples come from here */
@@ -103,15 +129,14 @@ int main(int argc, char **argv)
     uint64_t idle = rss_bytes() - base;
 
     printf("| state | live samples | RSS of the tables (MiB) | bytes per live sample above idle "
-           "| target (MiB) | within target |\n");
-    printf("|---|---:|---:|---:|---:|---|\n");
+           "| target (MiB) | within target | VmData added (MiB) | VmSize added (MiB) |\n");
+    printf("|---|---:|---:|---:|---:|---|---:|---:|\n");
     row("idle (after init and start)", 0, idle, idle);
 
     static const uint64_t checkpoints[] = {1000, 100000, 1000000, 4000000};
     uint64_t done = 0;
     const uint64_t key_base = 0x7f0000000000ull;
-    for (size_t c = 0; c < sizeof checkpoints / sizeof *checkpoints && checkpoints[c] <= max;
-         c++) {
+    for (size_t c = 0; c < sizeof checkpoints / sizeof *checkpoints && checkpoints[c] <= max; c++) {
         for (; done < checkpoints[c]; done++) {
             unsigned s = (unsigned)(done % nstacks);
             size_t size = 16 + (size_t)(next_random() % 4081);

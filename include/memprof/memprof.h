@@ -456,8 +456,8 @@ typedef struct memprof_stats {
                                          was running on that thread. */
     uint64_t truncated_stacks;      /**< Samples whose stack hit the maximum depth or could not
                                          be walked further. */
-    uint64_t profiler_bytes;        /**< Bytes the engine has mapped for its tables (address
-                                         space reserved and touched lazily). */
+    uint64_t profiler_bytes;        /**< Bytes the engine has mapped for its tables (mapped
+                                         by segments as they fill, touched lazily). */
     uint32_t unwinder;              /**< The memprof_unwinder in use (FP or DWARF). */
     uint32_t stack_depth_min;       /**< Fewest native frames in any sample (0 if none yet). */
     uint64_t stack_depth_total;     /**< Native frames over all samples; divide by

@@ -124,8 +124,8 @@ static void count_free(const struct memprof_hm_entry *e)
 
 /* Whether key is a block of the sample heap, whose frees are recognised by address. Unlike
  * memprof__in_sample_heap(), the free path's range test: a block of the real allocator may
- * lie in the heap's range too, where a seal gave address space back, and the slot test
- * tells them apart without reading the block. */
+ * lie in the heap's range too, in a mapping someone else made in the window, and the slot
+ * test tells them apart without reading the block. */
 static inline bool is_heap_key(uint64_t key)
 {
     const void *p = (const void *)(uintptr_t)key;
@@ -484,16 +484,17 @@ static void atfork_child(void)
     uint64_t g = memprof_atomic_load_relaxed(&E.bloom.gen);
     if (g & 1)
         memprof_atomic_store_relaxed(&E.bloom.gen, g - 1);
+    memprof__sheap_after_fork(&E.sheap);
 }
 
-/* Without the reservation sampled blocks come from the real allocator: slower frees, same
+/* Without the heap sampled blocks come from the real allocator: slower frees, same
  * results. */
 static int init_sample_heap(size_t frame)
 {
     int rc = memprof__sheap_init(&E.sheap, frame);
     if (rc != 0)
         memprof__engine_log(MEMPROF_LOG_INFO,
-                            "sample heap unavailable (address space limited or mapping failed)");
+                            "sample heap unavailable (no free window of address space)");
     return rc;
 }
 
@@ -524,10 +525,9 @@ int memprof__engine_init(const struct memprof_engine_config *cfg)
     }
     if (E.sheap_wanted)
         init_sample_heap(0);
-    E.mapped_bytes = E.hm.nslots * sizeof(struct memprof_hm_slot) + E.bloom.nwords * 16 +
-                     E.st.max_stacks * sizeof(struct memprof_stack) +
-                     E.st.nbuckets * sizeof(uint32_t) + E.st.arena_cap * sizeof(uintptr_t) +
-                     memprof__coldstack_init();
+    /* What is mapped once; the tables' segments count themselves as they are mapped
+     * (memprof__engine_stats()). */
+    E.mapped_bytes = E.bloom.nwords * 16 + memprof__coldstack_init();
     memprof__capture_add_own_sampling_text();
     if (E.unwinder == MEMPROF_UNWIND_DWARF)
         memprof__capture_warm_up();
@@ -654,39 +654,25 @@ void memprof__engine_own_code(const void *addr)
     memprof__capture_add_own_object(addr);
 }
 
-void memprof__engine_limit_address_space(void)
-{
-    size_t released = memprof__sheap_seal(&E.sheap);
-    if (released && E.log_fn) {
-        char msg[200];
-        snprintf(msg, sizeof msg,
-                 "the program limits its address space or data size: the sample heap gave "
-                 "back %zu MiB of reserved addresses and takes no new blocks (samples now "
-                 "come from the allocator)",
-                 released >> 20);
-        memprof__engine_log(MEMPROF_LOG_INFO, msg);
-    }
-}
-
 int memprof__engine_mlockall(int flags, int (*real_mlockall)(int))
 {
-    struct memprof_range own[7 + MEMPROF_SHEAP_CLASSES];
+    struct memprof_range
+        own[7 + MEMPROF_HM_MAX_SEGS + 1 + 2 * MEMPROF_SEG_MAX + MEMPROF_SHEAP_CLASSES];
     size_t n = 0;
 #define OWN(p, bytes)                                                                              \
     do {                                                                                           \
         if (p)                                                                                     \
             own[n++] = (struct memprof_range){(uintptr_t)(p), (uintptr_t)(p) + (bytes)};           \
     } while (0)
-    OWN(E.hm.slots, E.hm.nslots * sizeof *E.hm.slots);
     for (int i = 0; i < 2; i++)
         OWN(E.bloom.filters[i].words, E.bloom.nwords * sizeof(uint64_t));
-    OWN(E.st.recs, E.st.max_stacks * sizeof *E.st.recs);
-    OWN(E.st.buckets, E.st.nbuckets * sizeof *E.st.buckets);
-    OWN(E.st.arena, E.st.arena_cap * sizeof *E.st.arena);
     uintptr_t lo, hi;
     if (memprof__coldstack_range(&lo, &hi))
         OWN(lo, hi - lo);
 #undef OWN
+    /* The segments of the heap map and the stack table mapped so far. */
+    n += memprof__hm_ranges(&E.hm, own + n, MEMPROF_HM_MAX_SEGS);
+    n += memprof__st_ranges(&E.st, own + n, 1 + 2 * MEMPROF_SEG_MAX);
     /* The sample heap's slots below each class's mark hold the program's own blocks. */
     n += memprof__sheap_unused(&E.sheap, own + n, MEMPROF_SHEAP_CLASSES);
     return memprof__pf_mlockall_except(flags, real_mlockall, own, n);
@@ -773,7 +759,9 @@ void memprof__engine_stats(memprof_stats *s)
     s->tombstones_reused = memprof_atomic_load_relaxed(&E.hm.tombstones_reused);
     s->reentrant_skips = memprof_atomic_load_relaxed(&E.reentrant_skips);
     s->truncated_stacks = memprof_atomic_load_relaxed(&E.truncated_stacks);
-    s->profiler_bytes = memprof_atomic_load_relaxed(&E.mapped_bytes);
+    s->profiler_bytes = memprof_atomic_load_relaxed(&E.mapped_bytes) +
+                        memprof_atomic_load_relaxed(&E.hm.mapped_bytes) +
+                        memprof_atomic_load_relaxed(&E.st.mapped_bytes);
     s->write_failures = memprof_atomic_load_relaxed(&E.write_failures);
     s->unwinder = E.unwinder;
     uint32_t min = memprof_atomic_load_relaxed(&E.depth_min);

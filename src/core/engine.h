@@ -148,13 +148,9 @@ MEMPROF_INTERNAL int memprof__engine_use_sample_heap(void);
  * framed block takes at least a page, so only at rates of MEMPROF_FRAMED_MIN_PAGES pages or
  * more (at most 1/64 more memory than the live heap's, if every sample is small).
  * Returns 0; -ERANGE for a lower rate; -EALREADY if the engine has a sample heap; -EINVAL
- * unless initialised and not active; -ENOMEM if the range cannot be reserved. */
+ * unless initialised and not active; -ENOMEM if no window of address space is free. */
 #define MEMPROF_FRAMED_MIN_PAGES 64u
 MEMPROF_INTERNAL int memprof__engine_use_framed_sample_heap(size_t page);
-/* Before the program limits its own address space (RLIMIT_AS, RLIMIT_DATA): seals the
- * sample heap, whose reservation would count against the limit (sampleheap.h). Idempotent;
- * from any thread, outside the hooks. */
-MEMPROF_INTERNAL void memprof__engine_limit_address_space(void);
 /* mlockall(flags) through real_mlockall, without faulting in the engine's tables and sample
  * heap (platform.h, memprof__pf_mlockall_except()). From outside the hooks. */
 MEMPROF_INTERNAL int memprof__engine_mlockall(int flags, int (*real_mlockall)(int));

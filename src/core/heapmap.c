@@ -14,16 +14,27 @@
 
 /* ---- segment geometry ------------------------------------------------------------------ */
 
-/* Segment 0 and 1 have S slots, segment k >= 1 starts at S << (k - 1) and has S << (k - 1)
- * slots, so segments 0..k together have S << k slots. */
 static size_t seg_offset(unsigned k)
 {
-    return k == 0 ? 0 : (size_t)MEMPROF_HM_MIN_SEG << (k - 1);
+    return (size_t)memprof__seg_start(k, MEMPROF_HM_SEG_BITS);
 }
 
 static size_t seg_size(unsigned k)
 {
-    return k == 0 ? MEMPROF_HM_MIN_SEG : (size_t)MEMPROF_HM_MIN_SEG << (k - 1);
+    return (size_t)memprof__seg_len(k, MEMPROF_HM_SEG_BITS);
+}
+
+/* Segment k, mapped if it was not: NULL if the mapping fails. */
+static struct memprof_hm_slot *open_segment(struct memprof_heapmap *hm, unsigned k)
+{
+    return memprof__seg_open(&hm->segs[k], seg_size(k) * sizeof(struct memprof_hm_slot),
+                             &hm->mapped_bytes);
+}
+
+/* Segment k if it is mapped, else NULL. */
+static struct memprof_hm_slot *segment(struct memprof_heapmap *hm, unsigned k)
+{
+    return memprof_atomic_load_acquire(&hm->segs[k]);
 }
 
 int memprof__hm_init(struct memprof_heapmap *hm, uint64_t capacity)
@@ -37,18 +48,27 @@ int memprof__hm_init(struct memprof_heapmap *hm, uint64_t capacity)
     unsigned nsegs = 1;
     while (seg_offset(nsegs) + seg_size(nsegs) <= nslots)
         nsegs++;
-    struct memprof_hm_slot *slots = memprof__pf_map(nslots * sizeof *slots);
-    if (!slots)
-        return -ENOMEM;
-    *hm =
-        (struct memprof_heapmap){.slots = slots, .nslots = nslots, .capacity = cap, .nsegs = nsegs};
-    return 0;
+    *hm = (struct memprof_heapmap){.nslots = nslots, .capacity = cap, .nsegs = nsegs};
+    return open_segment(hm, 0) ? 0 : -ENOMEM;
 }
 
 void memprof__hm_destroy(struct memprof_heapmap *hm)
 {
-    memprof__pf_unmap(hm->slots, hm->nslots * sizeof *hm->slots);
-    hm->slots = NULL;
+    for (unsigned k = 0; k < hm->nsegs; k++) {
+        memprof__pf_unmap(segment(hm, k), seg_size(k) * sizeof(struct memprof_hm_slot));
+        hm->segs[k] = NULL;
+    }
+}
+
+size_t memprof__hm_ranges(struct memprof_heapmap *hm, struct memprof_range *out, size_t max)
+{
+    size_t n = 0;
+    for (unsigned k = 0; k < hm->nsegs && n < max; k++) {
+        uintptr_t p = (uintptr_t)segment(hm, k);
+        if (p)
+            out[n++] = (struct memprof_range){p, p + seg_size(k) * sizeof(struct memprof_hm_slot)};
+    }
+    return n;
 }
 
 /* ---- insert ------------------------------------------------------------------------------ */
@@ -58,7 +78,9 @@ void memprof__hm_destroy(struct memprof_heapmap *hm)
 static struct memprof_hm_slot *claim_in_segment(struct memprof_heapmap *hm, unsigned k,
                                                 uint64_t key, uint64_t h)
 {
-    struct memprof_hm_slot *seg = hm->slots + seg_offset(k);
+    struct memprof_hm_slot *seg = segment(hm, k);
+    if (!seg)
+        return NULL;
     size_t mask = seg_size(k) - 1;
     for (size_t i = 0; i < MEMPROF_HM_MAX_PROBE; i++) {
         struct memprof_hm_slot *s = &seg[(h + i) & mask];
@@ -85,7 +107,10 @@ struct memprof_hm_slot *memprof__hm_reserve(struct memprof_heapmap *hm, uint64_t
     unsigned k = memprof_atomic_load_acquire(&hm->active);
     for (; k < hm->nsegs; k++) {
         unsigned cur = memprof_atomic_load_acquire(&hm->active);
-        /* Open segment k (monotonic; losing the race to a larger value is fine). */
+        /* Open segment k (monotonic; losing the race to a larger value is fine), mapped
+         * before any insert or lookup can go there. */
+        if (cur < k && !open_segment(hm, k))
+            break;
         while (cur < k && !atomic_compare_exchange_weak(&hm->active, &cur, k))
             ;
         if (memprof_atomic_load_relaxed(&hm->used[k]) * 4 >= (uint64_t)seg_size(k) * 3)
@@ -98,8 +123,11 @@ struct memprof_hm_slot *memprof__hm_reserve(struct memprof_heapmap *hm, uint64_t
      * so the limit was reached through tombstones of freed samples, which never turn back
      * into EMPTY: a long-running program with a small live set ends up here. Go past the
      * limit: longer probes for absent keys are the price (bounded by MEMPROF_HM_MAX_PROBE),
-     * and once a segment is all tombstones every insert reuses one at once. */
-    for (k = 0; k < hm->nsegs; k++) {
+     * and once a segment is all tombstones every insert reuses one at once. The same when
+     * the next segment cannot be mapped: then only up to the newest open segment, the last
+     * one lookups probe. */
+    unsigned last = memprof_atomic_load_acquire(&hm->active);
+    for (k = 0; k <= last; k++) {
         struct memprof_hm_slot *s = claim_in_segment(hm, k, key, h);
         if (s)
             return s;
@@ -153,7 +181,9 @@ enum memprof_hm_result memprof__hm_remove(struct memprof_heapmap *hm, uint64_t k
     uint64_t h = memprof__mix64(key);
     unsigned active = memprof_atomic_load_acquire(&hm->active);
     for (unsigned k = 0; k <= active; k++) {
-        struct memprof_hm_slot *seg = hm->slots + seg_offset(k);
+        struct memprof_hm_slot *seg = segment(hm, k);
+        if (!seg)
+            continue;
         size_t mask = seg_size(k) - 1;
         for (size_t i = 0; i < MEMPROF_HM_MAX_PROBE; i++) {
             struct memprof_hm_slot *s = &seg[(h + i) & mask];
@@ -179,33 +209,31 @@ enum memprof_hm_result memprof__hm_remove(struct memprof_heapmap *hm, uint64_t k
     return MEMPROF_HM_NOT_FOUND;
 }
 
-static size_t open_slots(struct memprof_heapmap *hm)
-{
-    unsigned active = memprof_atomic_load_acquire(&hm->active);
-    return seg_offset(active) + seg_size(active);
-}
-
 size_t memprof__hm_for_each(struct memprof_heapmap *hm,
                             void (*fn)(void *ctx, const struct memprof_hm_entry *e), void *ctx)
 {
-    size_t n = open_slots(hm), found = 0;
-    for (size_t i = 0; i < n; i++) {
-        struct memprof_hm_slot *s = &hm->slots[i];
-        uint64_t key = memprof_atomic_load_acquire(&s->key);
-        if (key == MEMPROF_HM_EMPTY || key == MEMPROF_HM_TOMB)
-            continue;
-        uint64_t meta = memprof_atomic_load_acquire(&s->meta);
-        if (!(meta & MEMPROF_HM_LIVE) || meta == MEMPROF_HM_DYING)
-            continue;
-        uint64_t ts = memprof_atomic_load_relaxed(&s->ts);
-        /* Re-validate: if the slot was freed (and maybe reused) meanwhile, skip it. */
-        if (memprof_atomic_load_acquire(&s->meta) != meta ||
-            memprof_atomic_load_relaxed(&s->key) != key)
-            continue;
-        struct memprof_hm_entry e;
-        unpack(key, meta, ts, &e);
-        fn(ctx, &e);
-        found++;
+    size_t found = 0;
+    unsigned active = memprof_atomic_load_acquire(&hm->active);
+    for (unsigned k = 0; k <= active; k++) {
+        struct memprof_hm_slot *seg = segment(hm, k);
+        for (size_t i = 0; seg && i < seg_size(k); i++) {
+            struct memprof_hm_slot *s = &seg[i];
+            uint64_t key = memprof_atomic_load_acquire(&s->key);
+            if (key == MEMPROF_HM_EMPTY || key == MEMPROF_HM_TOMB)
+                continue;
+            uint64_t meta = memprof_atomic_load_acquire(&s->meta);
+            if (!(meta & MEMPROF_HM_LIVE) || meta == MEMPROF_HM_DYING)
+                continue;
+            uint64_t ts = memprof_atomic_load_relaxed(&s->ts);
+            /* Re-validate: if the slot was freed (and maybe reused) meanwhile, skip it. */
+            if (memprof_atomic_load_acquire(&s->meta) != meta ||
+                memprof_atomic_load_relaxed(&s->key) != key)
+                continue;
+            struct memprof_hm_entry e;
+            unpack(key, meta, ts, &e);
+            fn(ctx, &e);
+            found++;
+        }
     }
     return found;
 }
@@ -213,11 +241,14 @@ size_t memprof__hm_for_each(struct memprof_heapmap *hm,
 void memprof__hm_for_each_key(struct memprof_heapmap *hm, void (*fn)(void *ctx, uint64_t key),
                               void *ctx)
 {
-    size_t n = open_slots(hm);
-    for (size_t i = 0; i < n; i++) {
-        uint64_t key = memprof_atomic_load_acquire(&hm->slots[i].key);
-        if (key != MEMPROF_HM_EMPTY && key != MEMPROF_HM_TOMB)
-            fn(ctx, key);
+    unsigned active = memprof_atomic_load_acquire(&hm->active);
+    for (unsigned k = 0; k <= active; k++) {
+        struct memprof_hm_slot *seg = segment(hm, k);
+        for (size_t i = 0; seg && i < seg_size(k); i++) {
+            uint64_t key = memprof_atomic_load_acquire(&seg[i].key);
+            if (key != MEMPROF_HM_EMPTY && key != MEMPROF_HM_TOMB)
+                fn(ctx, key);
+        }
     }
 }
 

@@ -4,10 +4,12 @@
  * size, stack id and allocation time.
  *
  * Layout. Open addressing with linear probing over a set of segments of growing size
- * (S, S, 2S, 4S, ... with S = 4096 slots), carved out of one lazily touched mapping. Inserts
- * go to the newest open segment; when it is three quarters used the next one opens. Lookups
- * probe every open segment. So RSS grows with the number of live samples instead of with
- * the configured capacity, and no entry ever moves (no resize, no rehash).
+ * (S, S, 2S, 4S, ... with S = 4096 slots), each mapped when it opens (segments.h). Inserts
+ * go to the newest open segment; when it is three quarters used the next one is mapped and
+ * opened. Lookups probe every open segment. So memory, address space and commit charge grow
+ * with the number of live samples instead of with the configured capacity, and no entry
+ * ever moves (no resize, no rehash). A segment that cannot be mapped (a limit reached)
+ * leaves the map full for now: samples are dropped and counted.
  *
  * Slot states, as (key, meta):
  *   (EMPTY, 0)      never used; ends a probe sequence
@@ -37,6 +39,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/segments.h"
+
 #define MEMPROF_HM_EMPTY     ((uint64_t)0)
 #define MEMPROF_HM_TOMB      ((uint64_t)1)
 #define MEMPROF_HM_DYING     (~(uint64_t)0)
@@ -46,8 +50,9 @@
 #define MEMPROF_HM_MAX_SIZE (((uint64_t)1 << MEMPROF_HM_SIZE_BITS) - 1)
 /* Stack ids must stay below this (the all-ones id would alias DYING). */
 #define MEMPROF_HM_MAX_STACK (((uint32_t)1 << 22) - 1)
-#define MEMPROF_HM_MIN_SEG   4096u
-#define MEMPROF_HM_MAX_SEGS  40
+#define MEMPROF_HM_SEG_BITS  12 /* S = 4096 */
+#define MEMPROF_HM_MIN_SEG   (1u << MEMPROF_HM_SEG_BITS)
+#define MEMPROF_HM_MAX_SEGS  MEMPROF_SEG_MAX
 /* An entry is never placed further than this from its home slot, which bounds lookups. */
 #define MEMPROF_HM_MAX_PROBE 128
 
@@ -66,9 +71,9 @@ struct memprof_hm_entry {
 };
 
 struct memprof_heapmap {
-    struct memprof_hm_slot *slots;
-    size_t nslots;     /* total slots in all segments */
-    uint64_t capacity; /* maximum live samples */
+    _Atomic(void *) segs[MEMPROF_HM_MAX_SEGS]; /* struct memprof_hm_slot[], NULL until open */
+    size_t nslots;                             /* total slots in all segments */
+    uint64_t capacity;                         /* maximum live samples */
     unsigned nsegs;
     _Atomic unsigned active;                    /* newest open segment */
     _Atomic uint64_t used[MEMPROF_HM_MAX_SEGS]; /* non-EMPTY slots per segment */
@@ -77,6 +82,7 @@ struct memprof_heapmap {
     _Atomic uint64_t tombstones_reused;
     _Atomic uint64_t death_during_birth;
     _Atomic uint64_t clamped_sizes;
+    _Atomic uint64_t mapped_bytes; /* of the segments mapped so far */
 };
 
 enum memprof_hm_result {
@@ -85,10 +91,10 @@ enum memprof_hm_result {
     MEMPROF_HM_KILLED = 2, /* the address was reserved, not yet finalised: death during birth */
 };
 
-/* Maps the table for `capacity` live samples (rounded up to a power of two, >= 4096).
- * Returns 0 or -ENOMEM. */
+/* Sets the table up for `capacity` live samples (rounded up to a power of two, >= 4096) and
+ * maps its first segment. Returns 0 or -ENOMEM. */
 int memprof__hm_init(struct memprof_heapmap *hm, uint64_t capacity);
-/* Releases the mapping. Only when no other thread can use the map any more (tests). */
+/* Releases the mappings. Only when no other thread can use the map any more (tests). */
 void memprof__hm_destroy(struct memprof_heapmap *hm);
 /* Claims a slot for `key`. Returns NULL (and counts a drop) when the map is full. */
 struct memprof_hm_slot *memprof__hm_reserve(struct memprof_heapmap *hm, uint64_t key);
@@ -106,5 +112,7 @@ void memprof__hm_for_each_key(struct memprof_heapmap *hm, void (*fn)(void *ctx, 
                               void *ctx);
 /* Slots not EMPTY (live, reserved or tombstone) over all segments. */
 uint64_t memprof__hm_used(struct memprof_heapmap *hm);
+/* The segments mapped so far: writes at most `max` ranges to `out`, returns how many. */
+size_t memprof__hm_ranges(struct memprof_heapmap *hm, struct memprof_range *out, size_t max);
 
 #endif

@@ -14,25 +14,50 @@
 
 #include "common/compiler.h"
 
-/* Reserves `size` bytes of zeroed, readable and writable anonymous memory. Pages are
- * committed lazily by the kernel as they are first touched, so a large reservation costs
- * address space, not RSS. Returns NULL on failure. Never calls malloc. */
+/* Maps `size` bytes of zeroed, readable and writable anonymous memory. Pages are faulted in
+ * as they are first touched, but the whole mapping is address space (RLIMIT_AS), private
+ * writable memory (RLIMIT_DATA) and, under vm.overcommit_memory=2, commit charge from the
+ * start: callers map what they are about to use, not a capacity (the tables grow by
+ * segments). Returns NULL on failure; leaves errno as it was. Never calls malloc. */
 void *memprof__pf_map(size_t size);
-/* Returns memory from memprof__pf_map(). Only for memory no other thread can still read. */
-void memprof__pf_unmap(void *p, size_t size);
-/* Like memprof__pf_map(), for a large range used sparsely (the sample heap): transparent huge
- * pages are off, so touching one small block commits one page, not 2 MiB, and the range is
- * left out of core dumps (a crash would otherwise write gigabytes of zeros to a pipe such as
- * systemd-coredump's) until memprof__pf_dump() puts the used parts back. Returns NULL when
- * the process's address space or data size is limited (RLIMIT_AS, RLIMIT_DATA), where the
- * reservation would be taken from the program's own budget, or when the mapping fails. */
-void *memprof__pf_map_sparse(size_t size);
-/* Gives the pages of [p, p + size) back to the kernel; they read as zero afterwards. p and
- * size are page-aligned. Leaves errno as it was. */
-void memprof__pf_release(void *p, size_t size);
-/* Puts [p, p + size), page-aligned, back into core dumps (memprof__pf_map_sparse() leaves its
- * range out of them). Leaves errno as it was. */
-MEMPROF_INTERNAL void memprof__pf_dump(void *p, size_t size);
+/* Returns memory from memprof__pf_map() or memprof__pf_map_at(). Only for memory no other
+ * thread can still read. Returns 0 or -errno; leaves errno as it was. */
+int memprof__pf_unmap(void *p, size_t size);
+/* Maps [addr, addr + size) (page-aligned) like memprof__pf_map(), unless anything is mapped
+ * there already, which it never replaces. Returns 0; -EEXIST if something is in the way;
+ * another -errno (-ENOMEM under a limit) if the mapping fails. Leaves errno as it was. */
+MEMPROF_INTERNAL int memprof__pf_map_at(void *addr, size_t size);
+/* Asks for small pages in [p, p + size): touching one small block then costs one page, not
+ * 2 MiB of transparent huge page. Advisory; leaves errno as it was. */
+MEMPROF_INTERNAL void memprof__pf_no_huge_pages(void *p, size_t size);
+/* An `align`-aligned window of `size` bytes of address space where nothing is mapped, away
+ * from where the kernel puts mappings of its own choosing: at a random place between an
+ * eighth and a quarter of the user address space (16 to 32 TiB on x86_64), far below the
+ * libraries, thread stacks and mmap()ed blocks, which the kernel stacks downwards from near
+ * the top, and above any brk heap. Nothing is reserved: the caller maps the parts it uses
+ * with memprof__pf_map_at() and gives them back with memprof__pf_unmap_at(). 0 if no such
+ * window is free. Reads /proc/self/maps.
+ * Under ThreadSanitizer, application memory must lie where the sanitizer says (it kills a
+ * process that maps anything elsewhere): there the window is an inaccessible reservation the
+ * kernel places (MEMPROF_WINDOW_RESERVED), which RLIMIT_AS counts, and its parts are made
+ * accessible and inaccessible in place. */
+MEMPROF_INTERNAL uintptr_t memprof__pf_window(size_t size, size_t align);
+/* Gives back [p, p + size) of a window (page-aligned): its memory, commit charge and any
+ * lock go; so does its address space, unless the window is a reservation. Returns 0 or
+ * -errno; leaves errno as it was. */
+MEMPROF_INTERNAL int memprof__pf_unmap_at(void *p, size_t size);
+/* Drops a window's reservation, if it is one (tests: nothing in it may be in use). */
+MEMPROF_INTERNAL void memprof__pf_window_release(uintptr_t base, size_t size);
+#if defined(__SANITIZE_THREAD__)
+#define MEMPROF_WINDOW_RESERVED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define MEMPROF_WINDOW_RESERVED 1
+#endif
+#endif
+#ifndef MEMPROF_WINDOW_RESERVED
+#define MEMPROF_WINDOW_RESERVED 0
+#endif
 /* 64 bits from getrandom(), falling back to time and addresses if it is unavailable, and to
  * entropy drawn by memprof__pf_random_prepare() once a seccomp filter forbids it. */
 uint64_t memprof__pf_random(void);

@@ -22,7 +22,6 @@
 #include <link.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,47 +29,68 @@
 #include <sys/random.h>
 #endif
 
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000 /* Linux 4.17; older kernels take it for a hint */
+#endif
+
 void *memprof__pf_map(size_t size)
 {
+    int saved = errno;
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
+    errno = saved;
     return p == MAP_FAILED ? NULL : p;
 }
 
-void memprof__pf_unmap(void *p, size_t size)
+int memprof__pf_unmap(void *p, size_t size)
 {
-    if (p)
-        munmap(p, size);
-}
-
-void *memprof__pf_map_sparse(size_t size)
-{
-    /* Both limits count a private writable mapping, reserved or not (RLIMIT_DATA since
-     * Linux 4.7). */
-    struct rlimit as, data;
-    if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur != RLIM_INFINITY ||
-        getrlimit(RLIMIT_DATA, &data) != 0 || data.rlim_cur != RLIM_INFINITY)
-        return NULL;
-    void *p = memprof__pf_map(size);
-    if (p) {
-        /* Advisory: a kernel without THP says EINVAL. */
-        madvise(p, size, MADV_NOHUGEPAGE);
-        madvise(p, size, MADV_DONTDUMP);
-    }
-    return p;
-}
-
-void memprof__pf_release(void *p, size_t size)
-{
-    int saved = errno;
-    madvise(p, size, MADV_DONTNEED);
+    if (!p)
+        return 0;
+    int saved = errno, rc = munmap(p, size) == 0 ? 0 : -errno;
     errno = saved;
+    return rc;
 }
 
-void memprof__pf_dump(void *p, size_t size)
+/* Under a sanitizer that dictates where application memory lies, the window is a reservation
+ * of our own (platform.h): its parts are replaced in place, never left unmapped. */
+#define WINDOW_FIXED (MEMPROF_WINDOW_RESERVED ? MAP_FIXED : MAP_FIXED_NOREPLACE)
+
+int memprof__pf_map_at(void *addr, size_t size)
 {
     int saved = errno;
-    madvise(p, size, MADV_DODUMP);
+    void *p = mmap(addr, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | WINDOW_FIXED, -1, 0);
+    int rc = p == MAP_FAILED ? -errno : 0;
+    if (rc == 0 && p != addr) { /* a kernel without MAP_FIXED_NOREPLACE placed it elsewhere */
+        munmap(p, size);
+        rc = -EEXIST;
+    }
+    errno = saved;
+    return rc;
+}
+
+int memprof__pf_unmap_at(void *p, size_t size)
+{
+    if (!MEMPROF_WINDOW_RESERVED)
+        return memprof__pf_unmap(p, size);
+    int saved = errno;
+    void *q =
+        mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    int rc = q == MAP_FAILED ? -errno : 0;
+    errno = saved;
+    return rc;
+}
+
+void memprof__pf_window_release(uintptr_t base, size_t size)
+{
+    if (MEMPROF_WINDOW_RESERVED && base)
+        memprof__pf_unmap((void *)base, size);
+}
+
+void memprof__pf_no_huge_pages(void *p, size_t size)
+{
+    int saved = errno;
+    madvise(p, size, MADV_NOHUGEPAGE); /* a kernel without THP says EINVAL */
     errno = saved;
 }
 
@@ -222,6 +242,53 @@ bool memprof__pf_mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
         *hi = c.hi;
     }
     return c.found;
+}
+
+struct window_ctx {
+    uintptr_t lo, hi;
+    bool taken;
+};
+
+static bool window_cb(void *arg, uintptr_t lo, uintptr_t hi)
+{
+    struct window_ctx *c = arg;
+    c->taken = lo < c->hi && hi > c->lo;
+    return c->taken || lo >= c->hi;
+}
+
+uintptr_t memprof__pf_window(size_t size, size_t align)
+{
+    if (MEMPROF_WINDOW_RESERVED) {
+        void *p =
+            mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED)
+            return 0;
+        uintptr_t lo = (uintptr_t)p, base = (lo + align - 1) & ~(uintptr_t)(align - 1);
+        if (base > lo)
+            munmap(p, base - lo);
+        if (base + size < lo + size + align)
+            munmap((void *)(base + size), lo + size + align - (base + size));
+        return base;
+    }
+    /* The user address space ends at the power of two above the stack, which the kernel
+     * puts at its top (2^47 on x86_64, 2^48 or 2^39 on aarch64). */
+    int local;
+    uintptr_t here = (uintptr_t)&local;
+    uintptr_t top = (uintptr_t)1 << (64 - __builtin_clzll((unsigned long long)here));
+    uintptr_t lo = top / 8, hi = top / 4;
+    if (hi - lo < size + align)
+        return 0;
+    uintptr_t slots = (hi - lo - size) / align;
+    for (int attempt = 0; attempt < 8; attempt++) {
+        struct window_ctx c;
+        c.lo = lo + (uintptr_t)(memprof__pf_random() % slots) * align;
+        c.hi = c.lo + size;
+        c.taken = false;
+        for_each_mapping(window_cb, &c);
+        if (!c.taken)
+            return c.lo;
+    }
+    return 0;
 }
 
 struct lock_ctx {

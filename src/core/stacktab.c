@@ -14,6 +14,27 @@
 /* Average frames per stack the arena is sized for; deeper stacks just fill it sooner. */
 #define ARENA_FRAMES_PER_STACK 32
 
+static size_t rec_bytes(unsigned k)
+{
+    return (size_t)memprof__seg_len(k, MEMPROF_STACK_REC_BITS) * sizeof(struct memprof_stack);
+}
+
+static size_t frame_bytes(unsigned k)
+{
+    return (size_t)memprof__seg_len(k, MEMPROF_STACK_FRAME_BITS) * sizeof(uintptr_t);
+}
+
+/* The record of id, its segment mapped if `open` (NULL if that fails), else NULL if its
+ * segment is not mapped. */
+static struct memprof_stack *record(struct memprof_stacktab *st, uint64_t id, bool open)
+{
+    unsigned k = memprof__seg_of(id, MEMPROF_STACK_REC_BITS);
+    struct memprof_stack *seg =
+        open ? memprof__seg_open(&st->recs[k], rec_bytes(k), &st->mapped_bytes)
+             : memprof_atomic_load_acquire(&st->recs[k]);
+    return seg ? seg + (id - memprof__seg_start(k, MEMPROF_STACK_REC_BITS)) : NULL;
+}
+
 int memprof__st_init(struct memprof_stacktab *st, size_t max_stacks)
 {
     size_t nbuckets = 1024;
@@ -23,15 +44,15 @@ int memprof__st_init(struct memprof_stacktab *st, size_t max_stacks)
     *st = (struct memprof_stacktab){.max_stacks = max_stacks,
                                     .nbuckets = nbuckets,
                                     .arena_cap = max_stacks * ARENA_FRAMES_PER_STACK};
-    st->recs = memprof__pf_map(max_stacks * sizeof *st->recs);
     st->buckets = memprof__pf_map(nbuckets * sizeof *st->buckets);
-    st->arena = memprof__pf_map(st->arena_cap * sizeof *st->arena);
-    if (!st->recs || !st->buckets || !st->arena) {
+    struct memprof_stack *overflow = st->buckets ? record(st, 0, true) : NULL;
+    if (!overflow) {
         memprof__st_destroy(st);
         return -ENOMEM;
     }
+    st->mapped_bytes += nbuckets * sizeof *st->buckets;
     /* Id 0: the overflow stack, empty and published from the start. */
-    st->recs[0].flags = MEMPROF_STACK_PUBLISHED | MEMPROF_STACK_OVERFLOW;
+    overflow->flags = MEMPROF_STACK_PUBLISHED | MEMPROF_STACK_OVERFLOW;
     st->nids = 1;
     st->published = 1;
     return 0;
@@ -39,12 +60,50 @@ int memprof__st_init(struct memprof_stacktab *st, size_t max_stacks)
 
 void memprof__st_destroy(struct memprof_stacktab *st)
 {
-    memprof__pf_unmap(st->recs, st->max_stacks * sizeof *st->recs);
+    for (unsigned k = 0; k < MEMPROF_SEG_MAX; k++) {
+        memprof__pf_unmap(st->recs[k], rec_bytes(k));
+        memprof__pf_unmap(st->arena[k], frame_bytes(k));
+        st->recs[k] = st->arena[k] = NULL;
+    }
     memprof__pf_unmap((void *)st->buckets, st->nbuckets * sizeof *st->buckets);
-    memprof__pf_unmap(st->arena, st->arena_cap * sizeof *st->arena);
-    st->recs = NULL;
     st->buckets = NULL;
-    st->arena = NULL;
+}
+
+size_t memprof__st_ranges(struct memprof_stacktab *st, struct memprof_range *out, size_t max)
+{
+    size_t n = 0;
+    if (st->buckets && n < max)
+        out[n++] = (struct memprof_range){
+            (uintptr_t)st->buckets, (uintptr_t)st->buckets + st->nbuckets * sizeof *st->buckets};
+    for (unsigned k = 0; k < MEMPROF_SEG_MAX; k++) {
+        uintptr_t r = (uintptr_t)memprof_atomic_load_acquire(&st->recs[k]);
+        uintptr_t f = (uintptr_t)memprof_atomic_load_acquire(&st->arena[k]);
+        if (r && n < max)
+            out[n++] = (struct memprof_range){r, r + rec_bytes(k)};
+        if (f && n < max)
+            out[n++] = (struct memprof_range){f, f + frame_bytes(k)};
+    }
+    return n;
+}
+
+/* Arena space for `depth` frames, within one segment, mapped: the first frame's index, or
+ * UINT64_MAX when the arena is full or its segment cannot be mapped. */
+static uint64_t arena_alloc(struct memprof_stacktab *st, unsigned depth)
+{
+    uint64_t off = memprof_atomic_load_relaxed(&st->arena_used), start;
+    do {
+        /* A stack that would cross into the next segment starts there (the rest of this
+         * one, at most MEMPROF_STACK_MAX_DEPTH frames, stays unused). */
+        unsigned k = memprof__seg_of(off, MEMPROF_STACK_FRAME_BITS);
+        uint64_t end = memprof__seg_start(k, MEMPROF_STACK_FRAME_BITS) +
+                       memprof__seg_len(k, MEMPROF_STACK_FRAME_BITS);
+        start = off + depth > end ? end : off;
+        if (start + depth > st->arena_cap)
+            return UINT64_MAX;
+    } while (!atomic_compare_exchange_weak_explicit(&st->arena_used, &off, start + depth,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    unsigned k = memprof__seg_of(start, MEMPROF_STACK_FRAME_BITS);
+    return memprof__seg_open(&st->arena[k], frame_bytes(k), &st->mapped_bytes) ? start : UINT64_MAX;
 }
 
 uint64_t memprof__st_hash(const uintptr_t *frames, unsigned depth)
@@ -87,7 +146,7 @@ static uint32_t find_in_chain(struct memprof_stacktab *st, uint32_t from, uint32
                               const struct key *k)
 {
     for (uint32_t link = from; link != until && link != 0;) {
-        struct memprof_stack *s = &st->recs[link - 1];
+        struct memprof_stack *s = record(st, link - 1, false);
         if (same_stack(st, s, k)) {
             publish(st, s);
             return link;
@@ -133,14 +192,15 @@ uint32_t memprof__st_intern_mixed(struct memprof_stacktab *st, const uintptr_t *
     uint64_t id = memprof_atomic_add_relaxed(&st->nids, 1);
     if (id >= st->max_stacks)
         return overflow(st);
-    uint64_t off = memprof_atomic_add_relaxed(&st->arena_used, depth);
-    if (off + depth > st->arena_cap)
+    /* The record's and the frames' segments are mapped before the id is linked anywhere. */
+    struct memprof_stack *s = record(st, id, true);
+    uint64_t off = s ? arena_alloc(st, depth) : UINT64_MAX;
+    if (off == UINT64_MAX)
         return overflow(st); /* the id stays unpublished */
-    struct memprof_stack *s = &st->recs[id];
-    memcpy(st->arena + off, frames, depth * sizeof *frames);
+    s->frames_off = off;
+    memcpy((uintptr_t *)memprof__st_frames(st, s), frames, depth * sizeof *frames);
     s->hash = hash;
     s->depth = (uint16_t)depth;
-    s->frames_off = off;
     s->native_depth = (uint16_t)native;
     s->source = (uint8_t)source;
     s->thread = (uint16_t)thread;
@@ -172,6 +232,6 @@ struct memprof_stack *memprof__st_get(struct memprof_stacktab *st, uint32_t id)
 {
     if (id >= st->max_stacks)
         return NULL;
-    struct memprof_stack *s = &st->recs[id];
-    return (memprof_atomic_load_acquire(&s->flags) & MEMPROF_STACK_PUBLISHED) ? s : NULL;
+    struct memprof_stack *s = record(st, id, false);
+    return s && (memprof_atomic_load_acquire(&s->flags) & MEMPROF_STACK_PUBLISHED) ? s : NULL;
 }

@@ -4,9 +4,12 @@
  * valid for the life of the process, and keeps per-stack sample counters.
  *
  * Structure. Records are appended to an array indexed by id; their frames go to an
- * append-only frame arena; a bucket array of chain heads indexes them by hash. All three are
- * reserved up front and touched as they fill, so memory grows with the number of distinct
- * stacks. Records are never removed or moved.
+ * append-only frame arena; a bucket array of chain heads indexes them by hash. The record
+ * array and the arena grow by segments, each mapped when the first id or frame in it is
+ * handed out (segments.h), so memory, address space and commit charge grow with the number
+ * of distinct stacks rather than with the capacity (1M records of 232 bytes and 32M frames
+ * by default); the buckets are one small mapping. Records are never removed or moved; a
+ * stack's frames never straddle two arena segments.
  *
  * Lock-free interning (cold path only):
  *   1. Walk the chain of the stack's bucket from its head (acquire); compare hash, depth
@@ -22,7 +25,7 @@
  * No stack is ever interned twice and readers never see a half-written record.
  *
  * Id 0 is the "overflow" stack: samples whose stack could not be interned because the table
- * or the arena is full are attributed to it and counted.
+ * or the arena is full, or a segment could not be mapped, are attributed to it and counted.
  */
 #ifndef MEMPROF_CORE_STACKTAB_H
 #define MEMPROF_CORE_STACKTAB_H
@@ -32,11 +35,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/segments.h"
+
 #define MEMPROF_STACK_OVERFLOW_ID 0u
 #define MEMPROF_STACK_PUBLISHED   0x1u
 #define MEMPROF_STACK_TRUNCATED   0x2u
 #define MEMPROF_STACK_OVERFLOW    0x4u
 #define MEMPROF_STACK_MAX_DEPTH   512u
+/* Segments of 2^8 records (58 KiB) and 2^13 frames (64 KiB) to begin with. */
+#define MEMPROF_STACK_REC_BITS   8u
+#define MEMPROF_STACK_FRAME_BITS 13u
 
 struct memprof_stack {
     uint64_t hash;
@@ -70,19 +78,21 @@ struct memprof_stack {
 };
 
 struct memprof_stacktab {
-    struct memprof_stack *recs;
+    _Atomic(void *) recs[MEMPROF_SEG_MAX]; /* struct memprof_stack[], NULL until mapped */
     size_t max_stacks;
     _Atomic uint32_t *buckets;
     size_t nbuckets;
-    uintptr_t *arena;
+    _Atomic(void *) arena[MEMPROF_SEG_MAX]; /* uintptr_t[], NULL until mapped */
     size_t arena_cap;
     _Atomic uint64_t arena_used;
-    _Atomic uint64_t nids;      /* ids handed out (some may be abandoned) */
-    _Atomic uint64_t published; /* distinct stacks, the overflow stack included */
-    _Atomic uint64_t overflows; /* interns that fell back to the overflow stack */
+    _Atomic uint64_t nids;         /* ids handed out (some may be abandoned) */
+    _Atomic uint64_t published;    /* distinct stacks, the overflow stack included */
+    _Atomic uint64_t overflows;    /* interns that fell back to the overflow stack */
+    _Atomic uint64_t mapped_bytes; /* buckets and the segments mapped so far */
 };
 
-/* Maps the table for up to max_stacks stacks. Returns 0 or -ENOMEM. */
+/* Sets the table up for up to max_stacks stacks, mapping its buckets and first record
+ * segment. Returns 0 or -ENOMEM. */
 int memprof__st_init(struct memprof_stacktab *st, size_t max_stacks);
 /* Releases the mappings (tests only: ids and records must not be used afterwards). */
 void memprof__st_destroy(struct memprof_stacktab *st);
@@ -102,11 +112,16 @@ uint32_t memprof__st_intern_mixed(struct memprof_stacktab *st, const uintptr_t *
 uint64_t memprof__st_nids(struct memprof_stacktab *st);
 /* A published record, or NULL for an unknown or unpublished id. */
 struct memprof_stack *memprof__st_get(struct memprof_stacktab *st, uint32_t id);
-/* The frames of a record (leaf first). */
+/* The mappings of the table so far: writes at most `max` ranges to `out`, returns how many. */
+size_t memprof__st_ranges(struct memprof_stacktab *st, struct memprof_range *out, size_t max);
+/* The frames of a record (leaf first). Its arena segment is mapped: the record was written
+ * after it. */
 static inline const uintptr_t *memprof__st_frames(const struct memprof_stacktab *st,
                                                   const struct memprof_stack *s)
 {
-    return st->arena + s->frames_off;
+    unsigned k = memprof__seg_of(s->frames_off, MEMPROF_STACK_FRAME_BITS);
+    const uintptr_t *seg = memprof_atomic_load_acquire(&st->arena[k]);
+    return seg + (s->frames_off - memprof__seg_start(k, MEMPROF_STACK_FRAME_BITS));
 }
 
 #endif

@@ -117,37 +117,6 @@ HOOK void *got_pvalloc(size_t n)
     return memprof__wrap_pvalloc(&real, n, page_size);
 }
 
-/* The resource-limit setters: a finite RLIMIT_AS or RLIMIT_DATA seals the sample heap first
- * (wrappers.h). On the 64-bit targets struct rlimit and struct rlimit64 are the same. */
-static int (*real_setrlimit)(int, const struct rlimit *);
-static int (*real_setrlimit64)(int, const struct rlimit *);
-static int (*real_prlimit)(pid_t, int, const struct rlimit *, struct rlimit *);
-static int (*real_prlimit64)(pid_t, int, const struct rlimit *, struct rlimit *);
-
-static int got_setrlimit(int resource, const struct rlimit *rl)
-{
-    memprof__before_rlimit(0, resource, rl ? &rl->rlim_cur : NULL);
-    return real_setrlimit(resource, rl);
-}
-
-static int got_setrlimit64(int resource, const struct rlimit *rl)
-{
-    memprof__before_rlimit(0, resource, rl ? &rl->rlim_cur : NULL);
-    return real_setrlimit64(resource, rl);
-}
-
-static int got_prlimit(pid_t pid, int resource, const struct rlimit *rl, struct rlimit *old)
-{
-    memprof__before_rlimit(pid, resource, rl ? &rl->rlim_cur : NULL);
-    return real_prlimit(pid, resource, rl, old);
-}
-
-static int got_prlimit64(pid_t pid, int resource, const struct rlimit *rl, struct rlimit *old)
-{
-    memprof__before_rlimit(pid, resource, rl ? &rl->rlim_cur : NULL);
-    return real_prlimit64(pid, resource, rl, old);
-}
-
 /* mlockall without faulting in the engine's tables and sample heap (engine.h). */
 static int (*real_mlockall)(int);
 
@@ -215,14 +184,10 @@ static const struct memprof_import hooks[] = {
     {"valloc", (void *)got_valloc},
     {"pvalloc", (void *)got_pvalloc},
     {"dlopen", (void *)got_dlopen},
-    /* Last: patched only if libc has them all (find_real()). */
-    {"setrlimit", (void *)got_setrlimit},
-    {"setrlimit64", (void *)got_setrlimit64},
-    {"prlimit", (void *)got_prlimit},
-    {"prlimit64", (void *)got_prlimit64},
+    /* Last: patched only if libc has it (find_real()). */
     {"mlockall", (void *)got_mlockall},
 };
-#define N_OPTIONAL_HOOKS 5
+#define N_OPTIONAL_HOOKS 1
 static size_t n_hooks = MEMPROF_ARRAY_SIZE(hooks);
 
 /* ---- patching ---------------------------------------------------------------------------- */
@@ -362,14 +327,8 @@ static int find_real(void)
     real_syscall = (syscall_fn *)dlsym(libc, "syscall");
     real_prctl = (prctl_fn *)dlsym(libc, "prctl");
     void *(*dl)(const char *, int) = (void *(*)(const char *, int))dlsym(libc, "dlopen");
-    real_setrlimit = (int (*)(int, const struct rlimit *))dlsym(libc, "setrlimit");
-    real_setrlimit64 = (int (*)(int, const struct rlimit *))dlsym(libc, "setrlimit64");
-    real_prlimit =
-        (int (*)(pid_t, int, const struct rlimit *, struct rlimit *))dlsym(libc, "prlimit");
-    real_prlimit64 =
-        (int (*)(pid_t, int, const struct rlimit *, struct rlimit *))dlsym(libc, "prlimit64");
     real_mlockall = (int (*)(int))dlsym(libc, "mlockall");
-    if (!real_setrlimit || !real_setrlimit64 || !real_prlimit || !real_prlimit64 || !real_mlockall)
+    if (!real_mlockall)
         n_hooks = MEMPROF_ARRAY_SIZE(hooks) - N_OPTIONAL_HOOKS;
     dlclose(libc);
     if (!a.malloc || !a.free || !a.calloc || !a.realloc || !a.posix_memalign || !a.aligned_alloc ||

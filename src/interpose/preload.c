@@ -326,7 +326,7 @@ EXPORT size_t malloc_usable_size(void *p)
         return 0;
     if (memprof__bootstrap_owns(p))
         return memprof__bootstrap_size(p);
-    /* In the range but not the heap's: glibc's block where a seal gave addresses back. */
+    /* In the range but not the heap's: glibc's block in someone else's mapping there. */
     if (memprof__in_sample_heap(p) && memprof__sample_heap_block(p))
         return memprof__sheap_usable(&memprof__engine.sheap, p);
     if (!ready())

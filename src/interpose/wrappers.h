@@ -16,7 +16,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "core/engine.h"
@@ -81,7 +80,7 @@ memprof__realloc_heap_block(const struct memprof_allocator *a, void *old, size_t
         return NULL;
     }
     void *p = old;
-    if (memprof__sheap_fits(&memprof__engine.sheap, old, n)) {
+    if (memprof__sheap_resize(&memprof__engine.sheap, old, n)) {
         memprof__take(old, &taken);
     } else {
         p = sample ? memprof__sample_heap_alloc(n, 0, false) : NULL;
@@ -222,23 +221,13 @@ memprof__free_filtered(const struct memprof_allocator *a, void *p)
 }
 
 /* The free of a block in the sample heap's range: the heap's, or the real allocator's in
- * address space the heap no longer maps (a hole glibc left by unmapping a framed slot, or
- * above a sealed class's mark), which may be a sample the filter knows. */
+ * address space the heap does not map (a hole glibc left by unmapping a framed slot, or
+ * someone else's mapping in the window), which may be a sample the filter knows. */
 MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE MEMPROF_COLD __attribute__((unused)) void
 memprof__free_in_range(const struct memprof_allocator *a, void *p)
 {
     if (!memprof__free_sampled_block(p))
         memprof__free_filtered(a, p);
-}
-
-/* Before a setrlimit() or prlimit() of RLIMIT_AS or RLIMIT_DATA: a finite soft limit for
- * this process would count the sample heap's reservation against the program's budget, so
- * the heap is sealed first (sampleheap.h). `soft` is NULL when no new limit is set. */
-static inline void memprof__before_rlimit(pid_t pid, int resource, const rlim_t *soft)
-{
-    if ((resource == RLIMIT_AS || resource == RLIMIT_DATA) && soft && *soft != RLIM_INFINITY &&
-        (pid == 0 || pid == getpid()))
-        memprof__engine_limit_address_space();
 }
 
 MEMPROF_INLINE void memprof__wrap_free(const struct memprof_allocator *a, void *p)

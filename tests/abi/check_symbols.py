@@ -11,9 +11,9 @@ libmemprof.so.1 must export exactly what src/libmemprof.map lists:
   * the public names equal the functions the installed headers declare with MEMPROF_API;
   * a node already in the ABI baseline (abi/libmemprof.abi.xml) is frozen: the set of its
     symbols equals the baseline's. New functions go into a new node (abi/README.md).
-libmemprof-preload.so must export the allocator entry points of its version script, the
-calls about the process's memory that must know of the profiler's reserved address space
-(setrlimit, prlimit, mlockall: src/interpose/preload_resources.c), and nothing else.
+libmemprof-preload.so must export the allocator entry points of its version script,
+mlockall (which must not fault in the profiler's tables: src/interpose/preload_resources.c),
+and nothing else.
 
 Reads the dynamic symbol table with readelf (binutils). Exit status: 0 pass, 1 fail,
 77 skip (no readelf).
@@ -33,10 +33,8 @@ ALLOCATOR_ENTRY_POINTS = {
     "aligned_alloc", "memalign", "valloc", "pvalloc", "malloc_usable_size", "free_sized",
     "free_aligned_sized",
 }
-# ... and the calls about the process's memory that must know of the profiler's reserved
-# address space: the resource-limit setters (the sample heap is given back first) and
-# mlockall (the profiler's tables are not faulted in).
-MEMORY_CALLS = {"setrlimit", "setrlimit64", "prlimit", "prlimit64", "mlockall"}
+# ... and mlockall (the profiler's tables are not faulted in).
+MEMORY_CALLS = {"mlockall"}
 
 failures = []
 

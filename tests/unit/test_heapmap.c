@@ -3,10 +3,15 @@
  * Unit tests of the lock-free heap map of live samples (src/core/heapmap.h), single
  * threaded: the reserve/finalize/remove round trip with exact sizes up to 2^41 - 1, unknown
  * keys, "death during birth", tombstone reuse, capacity rounding, full-table drops and
- * recovery, segments opening as the map fills, iteration visiting exactly the live entries,
- * and long churn with few live entries (which must never look like a full table). The
- * concurrent behaviour is tested in tests/stress/.
+ * recovery, segments opening (and being mapped) as the map fills, a segment that cannot be
+ * mapped under a limit, iteration visiting exactly the live entries, and long churn with
+ * few live entries (which must never look like a full table). The concurrent behaviour is
+ * tested in tests/stress/.
  */
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "core/heapmap.h"
 #include "test.h"
 
@@ -65,8 +70,14 @@ static void test_large_sizes_are_exact(void)
 {
     struct memprof_heapmap hm;
     CHECK_EQ(memprof__hm_init(&hm, 4096), 0);
-    const uint64_t sizes[] = {0, 1, 4095, (uint64_t)1 << 24, ((uint64_t)1 << 24) + 1,
-                              (uint64_t)64 << 30, (uint64_t)1 << 40, ((uint64_t)1 << 40) + 12345,
+    const uint64_t sizes[] = {0,
+                              1,
+                              4095,
+                              (uint64_t)1 << 24,
+                              ((uint64_t)1 << 24) + 1,
+                              (uint64_t)64 << 30,
+                              (uint64_t)1 << 40,
+                              ((uint64_t)1 << 40) + 12345,
                               ((uint64_t)1 << 41) - 1};
     const uint32_t stacks[] = {0, 1, MEMPROF_HM_MAX_STACK - 1};
     uint64_t i = 0;
@@ -159,8 +170,8 @@ static void test_tombstone_reuse_is_counted(void)
 
 static void test_capacity_is_rounded_to_a_power_of_two(void)
 {
-    const uint64_t want[][2] = {{0, 4096}, {1, 4096}, {4096, 4096}, {4097, 8192},
-                                {100000, 131072}, {1 << 20, 1 << 20}};
+    const uint64_t want[][2] = {{0, 4096},    {1, 4096},        {4096, 4096},
+                                {4097, 8192}, {100000, 131072}, {1 << 20, 1 << 20}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         struct memprof_heapmap hm;
         CHECK_EQ(memprof__hm_init(&hm, want[i][0]), 0);
@@ -234,6 +245,70 @@ static void test_segments_open_as_the_map_fills(void)
         EXPECT_EQ(memprof__hm_remove(&hm, key_of(i), NULL), MEMPROF_HM_FOUND);
     EXPECT_EQ_U(hm.live, 0);
     memprof__hm_destroy(&hm);
+}
+
+static void test_segments_are_mapped_when_they_open(void)
+{
+    /* A map for 1M samples starts with its first segment (4096 slots, 96 KiB) and maps
+     * each further one as it opens: address space and commit charge follow the samples. */
+    struct memprof_heapmap hm;
+    CHECK_EQ(memprof__hm_init(&hm, (uint64_t)1 << 20), 0);
+    size_t slot = sizeof(struct memprof_hm_slot);
+    EXPECT_EQ_U(hm.mapped_bytes, 4096 * slot);
+    for (unsigned k = 1; k < hm.nsegs; k++)
+        EXPECT(hm.segs[k] == NULL);
+    for (uint64_t i = 0; i < 13000; i++)
+        CHECK(insert(&hm, key_of(i), 1, 64, 0));
+    /* Each segment takes three quarters of its slots before the next opens: 13,000 samples
+     * open segments 0 to 3 (4096 + 4096 + 8192 + 16384 slots). */
+    EXPECT_EQ(hm.active, 3);
+    EXPECT_EQ_U(hm.mapped_bytes, (4096 + 4096 + 8192 + 16384) * slot);
+    struct memprof_range r[MEMPROF_HM_MAX_SEGS];
+    EXPECT_EQ_U(memprof__hm_ranges(&hm, r, MEMPROF_HM_MAX_SEGS), 4);
+    memprof__hm_destroy(&hm);
+}
+
+static void test_a_segment_that_cannot_be_mapped_leaves_the_map_full_for_now(void)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    SKIP("a sanitizer's own mappings need address space beyond the limit");
+#endif
+    /* Under an address-space limit just above what the process has, the next segment
+     * cannot be mapped: inserts past the open segments' room are dropped and counted, and
+     * those in them go on working. In a child, so the limit stays there. */
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        struct memprof_heapmap hm;
+        if (memprof__hm_init(&hm, (uint64_t)1 << 24) != 0)
+            _exit(2);
+        for (uint64_t i = 0; i < 3000; i++)
+            if (!insert(&hm, key_of(i), 1, 64, 0))
+                _exit(3);
+        struct rlimit lim = {0, 0};
+        FILE *f = fopen("/proc/self/statm", "r");
+        unsigned long pages = 0;
+        if (!f || fscanf(f, "%lu", &pages) != 1)
+            _exit(4);
+        fclose(f);
+        lim.rlim_cur = lim.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (1 << 20);
+        if (setrlimit(RLIMIT_AS, &lim) != 0)
+            _exit(5);
+        uint64_t stored = 3000;
+        for (uint64_t i = 3000; i < 200000; i++)
+            stored += insert(&hm, key_of(i), 1, 64, 0);
+        /* Segments of up to 1 MiB still fit (4096 to 32768 slots), the rest is dropped. */
+        if (hm.full_drops == 0 || stored + hm.full_drops != 200000 || hm.live != stored)
+            _exit(6);
+        for (uint64_t i = 0; i < 3000; i++)
+            if (memprof__hm_remove(&hm, key_of(i), NULL) != MEMPROF_HM_FOUND)
+                _exit(7);
+        _exit(count_live(&hm) == stored - 3000 ? 0 : 8);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    EXPECT(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 /* for_each bookkeeping: which keys were visited, and how often. */
@@ -365,6 +440,8 @@ int main(int argc, char **argv)
         TEST_CASE(test_full_table_drops_and_counts),
         TEST_CASE(test_full_table_recovers_after_removal),
         TEST_CASE(test_segments_open_as_the_map_fills),
+        TEST_CASE(test_segments_are_mapped_when_they_open),
+        TEST_CASE(test_a_segment_that_cannot_be_mapped_leaves_the_map_full_for_now),
         TEST_CASE(test_for_each_visits_exactly_the_live_entries),
         TEST_CASE(test_churn_with_few_live_entries_never_drops),
     };

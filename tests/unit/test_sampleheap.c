@@ -3,15 +3,15 @@
  * Unit tests of the sample heap (src/core/sampleheap.h), where the preload plugin puts sampled
  * blocks by default: blocks are inside the range and nothing else is,
  * aligned to their class (and to any power-of-two alignment asked for), at least as large as
- * asked, zeroed when asked even after reuse, recycled after a free, given back to the kernel
- * when large; requests it cannot serve get NULL; and threads allocating and freeing at once
- * never get the same block twice. With chunk framing (the GOT start's heap), blocks carry
- * glibc's mmap()ed-chunk header, which glibc's own free(), realloc() and malloc_usable_size()
- * accept, and a block whose header is not the heap's is not taken for one. A sealed heap
- * (the program limited its address space) serves no fresh slot, keeps its blocks and
- * recycled slots, gives back the address space above each class's last slot, and does not
- * take blocks someone maps there for its own, also while threads allocate as it is sealed.
- * Only the slots handed out go into core dumps.
+ * asked, zeroed when asked even after reuse, recycled after a free, unmapped when large and
+ * freed, resized in place within their class; requests it cannot serve get NULL; and threads
+ * allocating and freeing at once never get the same block twice. With chunk framing (the
+ * GOT start's heap), blocks carry glibc's mmap()ed-chunk header, which glibc's own free(),
+ * realloc() and malloc_usable_size() accept, and a block whose header is not the heap's is
+ * not taken for one. Nothing of the window is mapped but what blocks use (small classes an
+ * eighth ahead, large blocks their pages), so a limited address space keeps its budget;
+ * someone else's mapping in the window stops a class or costs a slot, never is taken for a
+ * block; threads growing classes at once only touch mapped slots; blocks go into core dumps.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -27,6 +27,16 @@
 
 #include "core/sampleheap.h"
 #include "test.h"
+
+/* Under a sanitizer, the process's address space is the sanitizer's (shadow memory reserved
+ * up front), and under ThreadSanitizer the window is an inaccessible reservation where
+ * nothing else can be mapped and what blocks do not use is still a mapping (platform.h):
+ * the cases about address space and limits cannot run there. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || MEMPROF_WINDOW_RESERVED
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
 
 static bool setup(struct memprof_sheap *h)
 {
@@ -102,10 +112,17 @@ static void test_blocks_are_large_enough_and_aligned_to_their_class(void)
         size_t usable = memprof__sheap_usable(&h, p);
         EXPECT(usable >= n);
         EXPECT(usable < 2 * n || usable == 16); /* one power of two, no more */
-        EXPECT((uintptr_t)p % usable == 0);
+        size_t slot = 16;
+        while (slot < usable)
+            slot <<= 1;
+        EXPECT((uintptr_t)p % slot == 0);
+        if (slot >= MEMPROF_SHEAP_LARGE_MIN) /* large: the request in whole pages */
+            EXPECT(usable == ((n + page_size() - 1) & ~(page_size() - 1)));
+        else
+            EXPECT(usable == slot);
         memset(p, 0xab, n); /* writable throughout */
-        EXPECT(memprof__sheap_fits(&h, p, n));
-        EXPECT(!memprof__sheap_fits(&h, p, 2 * usable));
+        EXPECT(memprof__sheap_resize(&h, p, n));
+        EXPECT(!memprof__sheap_resize(&h, p, 2 * slot));
         memprof__sheap_free(&h, p);
     }
     memprof__sheap_destroy(&h);
@@ -130,7 +147,7 @@ static void test_zeroed_blocks_are_zero_after_reuse(void)
 {
     struct memprof_sheap h;
     CHECK(setup(&h));
-    size_t sizes[] = {48, 5000, MEMPROF_SHEAP_RELEASE_MIN, 3 * MEMPROF_SHEAP_RELEASE_MIN};
+    size_t sizes[] = {48, 5000, MEMPROF_SHEAP_LARGE_MIN, 3 * MEMPROF_SHEAP_LARGE_MIN};
     for (size_t i = 0; i < MEMPROF_ARRAY_SIZE(sizes); i++) {
         size_t n = sizes[i];
         unsigned char *p = memprof__sheap_alloc(&h, n, 0, false);
@@ -176,8 +193,8 @@ static void test_framed_blocks_carry_glibc_mmapped_chunk_headers(void)
             EXPECT_EQ_U(memprof__sheap_usable(&h, p), size - 16); /* glibc's usable size */
             EXPECT(size - 16 >= n);
             EXPECT(memprof__sheap_holds(&h, p));
-            EXPECT(memprof__sheap_fits(&h, p, n));
-            EXPECT(!memprof__sheap_fits(&h, p, 2 * size));
+            EXPECT(memprof__sheap_resize(&h, p, n));
+            EXPECT(!memprof__sheap_resize(&h, p, 2 * size));
             memset(p, 0xab, n);
             memprof__sheap_free(&h, p);
         }
@@ -240,31 +257,60 @@ static void test_only_blocks_with_the_heaps_header_are_held(void)
     memprof__sheap_destroy(&plain);
 }
 
-static size_t resident_pages(const void *p, size_t len)
+/* Whether [p, p + len) is mapped at all (every page of it). */
+static bool mapped(const void *p, size_t len)
 {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE), n = len / page, count = 0;
     unsigned char vec[1024];
-    if (n > sizeof vec || mincore((void *)p, len, vec) != 0)
-        return (size_t)-1;
-    for (size_t i = 0; i < n; i++)
-        count += vec[i] & 1;
-    return count;
+    return len / page_size() <= sizeof vec && mincore((void *)p, len, vec) == 0;
 }
 
-static void test_large_blocks_give_their_pages_back(void)
+/* Whether any page of [p, p + len) is mapped. */
+static bool any_mapped(const void *p, size_t len)
 {
+    for (size_t off = 0; off < len; off += page_size())
+        if (mapped((const char *)p + off, page_size()))
+            return true;
+    return false;
+}
+
+static void test_large_blocks_are_unmapped_when_freed(void)
+{
+    if (SANITIZED)
+        SKIP("the address space is the sanitizer's");
     struct memprof_sheap h;
     CHECK(setup(&h));
-    size_t n = 2 * MEMPROF_SHEAP_RELEASE_MIN;
+    size_t n = 2 * MEMPROF_SHEAP_LARGE_MIN;
     char *p = memprof__sheap_alloc(&h, n, 0, false);
     CHECK(p != NULL);
     memset(p, 1, n);
-    EXPECT_EQ_U(resident_pages(p, n), n / (size_t)sysconf(_SC_PAGESIZE));
     errno = 1234;
     memprof__sheap_free(&h, p);
     EXPECT_EQ(errno, 1234);
-    /* Only the page holding the free-list link stays. */
-    EXPECT(resident_pages(p, n) <= 1);
+    /* Memory, address space and any lock go with the mapping; the slot stays the heap's. */
+    EXPECT(!any_mapped(p, n));
+    EXPECT(memprof__sheap_owns(&h, p) && !memprof__sheap_used(&h, p));
+    memprof__sheap_destroy(&h);
+}
+
+static void test_large_blocks_resize_in_place_within_their_class(void)
+{
+    if (SANITIZED)
+        SKIP("the address space is the sanitizer's");
+    struct memprof_sheap h;
+    CHECK(setup(&h));
+    size_t page = page_size(), n = (size_t)1 << 20;
+    char *p = memprof__sheap_alloc(&h, n + 1, 0, false); /* a 2 MiB slot, 1 MiB + a page */
+    CHECK(p != NULL);
+    EXPECT_EQ_U(memprof__sheap_usable(&h, p), n + page);
+    memset(p, 3, n + 1);
+    EXPECT(memprof__sheap_resize(&h, p, 2 * n)); /* grows into the slot */
+    EXPECT_EQ_U(memprof__sheap_usable(&h, p), 2 * n);
+    EXPECT(p[n] == 3 && p[2 * n - 1] == 0);
+    EXPECT(memprof__sheap_resize(&h, p, n + 100)); /* shrinks: the rest is unmapped */
+    EXPECT_EQ_U(memprof__sheap_usable(&h, p), n + page);
+    EXPECT(!any_mapped(p + n + page, n - page));
+    EXPECT(!memprof__sheap_resize(&h, p, n)); /* another class */
+    memprof__sheap_free(&h, p);
     memprof__sheap_destroy(&h);
 }
 
@@ -286,22 +332,48 @@ static void test_requests_it_cannot_serve_get_null(void)
     memprof__sheap_destroy(&h);
 }
 
-static void test_a_limited_address_space_gets_no_heap(void)
+/* A field of /proc/self/status in bytes. */
+static long status_bytes(const char *field)
 {
-    /* RLIMIT_AS and RLIMIT_DATA count the reservation against the program's own budget:
-     * none is made. In a child, so the limit stays there. */
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    size_t len = strlen(field);
+    long kib = -1;
+    while (f && kib < 0 && fgets(line, sizeof line, f))
+        if (!strncmp(line, field, len) && line[len] == ':')
+            kib = strtol(line + len + 1, NULL, 10);
+    if (f)
+        fclose(f);
+    return kib * 1024;
+}
+
+static void test_a_limited_address_space_keeps_its_budget(void)
+{
+    if (SANITIZED)
+        SKIP("the address space is the sanitizer's");
+    /* Nothing is reserved: under a limit of 256 MiB more than the process has, the heap
+     * serves what fits, refuses what does not, and serves again once blocks are freed. In a
+     * child, so the limit stays there. */
     for (int resource = 0; resource < 2; resource++) {
         pid_t pid = fork();
         CHECK(pid >= 0);
         if (pid == 0) {
-            struct rlimit lim = {(rlim_t)64 << 30, (rlim_t)64 << 30};
-            if (setrlimit(resource ? RLIMIT_DATA : RLIMIT_AS, &lim) != 0)
+            long have = status_bytes(resource ? "VmData" : "VmSize");
+            rlim_t limit = (rlim_t)have + ((rlim_t)256 << 20);
+            struct rlimit lim = {limit, limit};
+            if (have < 0 || setrlimit(resource ? RLIMIT_DATA : RLIMIT_AS, &lim) != 0)
                 _exit(2);
             struct memprof_sheap h = {0};
-            int rc = memprof__sheap_init(&h, 0);
-            _exit(rc == -ENOMEM && h.size == 0 && memprof__sheap_alloc(&h, 16, 0, false) == NULL
-                      ? 0
-                      : 1);
+            if (memprof__sheap_init(&h, 0) != 0)
+                _exit(3);
+            char *small = memprof__sheap_alloc(&h, 100, 0, false);
+            char *big = memprof__sheap_alloc(&h, (size_t)160 << 20, 0, false);
+            char *more = memprof__sheap_alloc(&h, (size_t)160 << 20, 0, false);
+            if (!small || !big || more)
+                _exit(4);
+            memprof__sheap_free(&h, big);
+            more = memprof__sheap_alloc(&h, (size_t)200 << 20, 0, false);
+            _exit(more ? 0 : 5);
         }
         int status;
         CHECK(waitpid(pid, &status, 0) == pid);
@@ -309,74 +381,66 @@ static void test_a_limited_address_space_gets_no_heap(void)
     }
 }
 
-/* Whether [p, p + len) is mapped at all. */
-static bool mapped(const void *p, size_t len)
+static void test_the_window_maps_only_what_blocks_use(void)
 {
-    unsigned char vec[16];
-    return len / page_size() <= sizeof vec && mincore((void *)p, len, vec) == 0;
-}
-
-static void test_a_sealed_heap_serves_no_fresh_slot_but_keeps_its_blocks(void)
-{
+    if (SANITIZED)
+        SKIP("the address space is the sanitizer's");
     struct memprof_sheap h;
     CHECK(setup(&h));
-    char *a = memprof__sheap_alloc(&h, 100, 0, false);  /* class 128 */
-    char *b = memprof__sheap_alloc(&h, 5000, 0, false); /* class 8192 */
-    char *c = memprof__sheap_alloc(&h, 5000, 0, false);
-    CHECK(a && b && c);
-    memset(a, 7, 100);
-    memprof__sheap_free(&h, b); /* on its class's free list */
-
-    size_t size = (size_t)MEMPROF_SHEAP_CLASSES << MEMPROF_SHEAP_RANGE_SHIFT;
-    size_t released = memprof__sheap_seal(&h);
-    EXPECT(released > size - ((size_t)64 << 20) && released < size);
-    EXPECT_EQ_U(memprof__sheap_seal(&h), 0); /* once */
-
-    EXPECT(memprof__sheap_owns(&h, a) && memprof__sheap_holds(&h, a) && a[99] == 7);
-    EXPECT(memprof__sheap_alloc(&h, 100, 0, false) == NULL);     /* no fresh slot */
-    EXPECT(memprof__sheap_alloc(&h, 1 << 20, 0, false) == NULL); /* a class never used */
-    char *again = memprof__sheap_alloc(&h, 5000, 0, true);       /* recycled */
-    EXPECT(again == b);
-    EXPECT(again && again[0] == 0 && again[4999] == 0);
+    size_t page = page_size();
+    EXPECT(!any_mapped((void *)h.base, 16 * page));
+    char *a = memprof__sheap_alloc(&h, 100, 0, false); /* class 128 */
+    CHECK(a != NULL);
+    /* A small class maps 64 KiB at first, an eighth more each time later. */
+    EXPECT(mapped(a, (size_t)64 << 10) && !any_mapped(a + (64 << 10), 16 * page));
+    char *b = memprof__sheap_alloc(&h, ((size_t)3 << 20) + 1, 0, false); /* a 4 MiB slot */
+    CHECK(b != NULL);
+    EXPECT(mapped(b, ((size_t)3 << 20) + page));
+    EXPECT(!any_mapped(b + ((size_t)3 << 20) + page, 16 * page));
+    /* Classes no block came from: nothing. */
+    char *empty = (char *)h.base + ((size_t)(20 - MEMPROF_SHEAP_MIN_SHIFT) << 30);
+    EXPECT(!any_mapped(empty, 16 * page));
     memprof__sheap_free(&h, a);
-    EXPECT(memprof__sheap_alloc(&h, 100, 0, false) == a);
-    memprof__sheap_free(&h, a);
-    memprof__sheap_free(&h, again);
-    memprof__sheap_free(&h, c);
+    memprof__sheap_free(&h, b);
     memprof__sheap_destroy(&h);
 }
 
-static void test_a_sealed_heap_unmaps_above_each_class_and_holds_nothing_there(void)
+static void test_someone_elses_mapping_in_the_window_is_never_a_block(void)
 {
+    if (SANITIZED)
+        SKIP("the address space is the sanitizer's");
     struct memprof_sheap h;
     CHECK(setup(&h));
-    size_t page = page_size(), slot = 2 * page;
-    char *last = NULL;
-    for (int i = 0; i < 40; i++)
-        last = memprof__sheap_alloc(&h, slot, 0, false);
-    CHECK(last != NULL);
-    memprof__sheap_seal(&h);
-    EXPECT(mapped(last, slot));
-    /* The class's first slots past the mark: unmapped, owned by range, not the heap's. */
-    char *above = last + 32 * slot;
-    EXPECT(!mapped(above, page));
-    EXPECT(memprof__sheap_owns(&h, above));
-    EXPECT(!memprof__sheap_used(&h, above) && !memprof__sheap_holds(&h, above));
-    EXPECT(memprof__sheap_used(&h, last) && memprof__sheap_holds(&h, last));
-    /* A class no block ever came from is wholly given back, and the kernel may map there. */
-    char *empty = (char *)h.base + ((size_t)(20 - MEMPROF_SHEAP_MIN_SHIFT) << 30);
-    EXPECT(!mapped(empty, page));
-    void *theirs = mmap(empty, page, PROT_READ | PROT_WRITE,
+    size_t page = page_size();
+    /* In a large class: its first slot cannot be mapped, the next one serves. */
+    char *slot0 = (char *)h.base + ((size_t)(20 - MEMPROF_SHEAP_MIN_SHIFT) << 30);
+    void *theirs = mmap(slot0 + page, page, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-    EXPECT(theirs == empty);
-    EXPECT(memprof__sheap_owns(&h, empty) && !memprof__sheap_holds(&h, empty));
-    if (theirs != MAP_FAILED)
-        munmap(theirs, page);
+    CHECK(theirs == slot0 + page);
+    char *p = memprof__sheap_alloc(&h, (size_t)1 << 20, 0, false);
+    if (!p)
+        p = memprof__sheap_alloc(&h, (size_t)1 << 20, 0, false);
+    EXPECT(p == slot0 + ((size_t)1 << 20));
+    EXPECT(!memprof__sheap_used(&h, theirs) && !memprof__sheap_holds(&h, theirs));
+    memprof__sheap_free(&h, p);
+    munmap(theirs, page);
+    /* In a small class: it grows up to the mapping and no further. */
+    char *start = (char *)h.base + ((size_t)(12 - MEMPROF_SHEAP_MIN_SHIFT) << 30);
+    theirs = mmap(start + (128 << 10), page, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    CHECK(theirs == start + (128 << 10));
+    size_t served = 0;
+    while (served < 100 && memprof__sheap_alloc(&h, 4096, 0, false))
+        served++;
+    EXPECT_EQ_U(served, 32); /* 128 KiB of 4 KiB slots */
+    EXPECT(!memprof__sheap_used(&h, theirs) && !memprof__sheap_holds(&h, theirs));
+    EXPECT(*(volatile char *)theirs == 0); /* untouched */
+    munmap(theirs, page);
     memprof__sheap_destroy(&h);
 }
 
 /* Whether the mapping holding p goes into core dumps: no "dd" among its VmFlags in
- * /proc/self/smaps. -1 if it cannot be told. */
+ * /proc/self/smaps. -1 if it cannot be told (not mapped). */
 static int in_core_dumps(const void *p)
 {
     FILE *f = fopen("/proc/self/smaps", "r");
@@ -395,55 +459,55 @@ static int in_core_dumps(const void *p)
     return result;
 }
 
-static void test_only_the_used_part_goes_into_core_dumps(void)
+static void test_blocks_go_into_core_dumps_and_nothing_else_is_mapped(void)
 {
+    if (SANITIZED)
+        SKIP("the address space is the sanitizer's");
     struct memprof_sheap h;
     CHECK(setup(&h));
     char *far = (char *)h.base + ((size_t)(20 - MEMPROF_SHEAP_MIN_SHIFT) << 30) + (64u << 20);
-    EXPECT_EQ(in_core_dumps(far), 0); /* reserved, not used: left out */
+    EXPECT_EQ(in_core_dumps(far), -1); /* not mapped at all: nothing to dump */
     char *a = memprof__sheap_alloc(&h, 100, 0, false);
     char *b = memprof__sheap_alloc(&h, (size_t)3 << 20, 0, false); /* a 4 MiB slot */
     CHECK(a && b);
     EXPECT_EQ(in_core_dumps(a), 1);
     EXPECT_EQ(in_core_dumps(b), 1);
-    EXPECT_EQ(in_core_dumps(b + ((size_t)4 << 20) - 1), 1); /* the slot's last byte */
-    EXPECT_EQ(in_core_dumps(b + ((size_t)4 << 20)), 0);     /* the next, unused slot */
-    EXPECT_EQ(in_core_dumps(far), 0);
+    EXPECT_EQ(in_core_dumps(b + ((size_t)3 << 20) - 1), 1); /* the block's last byte */
+    EXPECT_EQ(in_core_dumps(b + ((size_t)4 << 20)), -1);    /* the next, unused slot */
+    EXPECT_EQ(in_core_dumps(far), -1);
     memprof__sheap_free(&h, a);
     memprof__sheap_free(&h, b);
     memprof__sheap_destroy(&h);
 }
 
-/* Threads allocating blocks of several classes and writing every page of them, while the
- * heap is sealed under them: a slot handed out past a class's mark would be unmapped. */
-struct seal_churn {
+/* Threads allocating blocks of small and large classes, keeping many live so that classes
+ * grow while others allocate, and writing every page of them: a slot handed out before its
+ * class mapped it would fault. */
+struct grow_churn {
     struct memprof_sheap *h;
     uint64_t seed;
-    _Atomic int *sealed, *stop;
-    _Atomic unsigned long *rounds, *after_seal;
+    _Atomic unsigned long *served;
 };
 
-static void *seal_churn_thread(void *arg)
+static void *grow_churn_thread(void *arg)
 {
-    struct seal_churn *c = arg;
+    struct grow_churn *c = arg;
     uint64_t rng = c->seed;
-    enum { LIVE = 32 };
-    char *live[LIVE] = {0};
-    while (!atomic_load(c->stop)) {
+    enum { LIVE = 1024 };
+    static _Thread_local char *live[LIVE];
+    for (int round = 0; round < 40000; round++) {
         unsigned k = (unsigned)test_rand_below(&rng, LIVE);
         if (live[k])
             memprof__sheap_free(c->h, live[k]);
-        size_t n = (size_t)16 << test_rand_below(&rng, 12);
-        int sealed = atomic_load(c->sealed);
-        live[k] = memprof__sheap_alloc(c->h, n, 0, false);
+        size_t n = (size_t)16 << test_rand_below(&rng, round % 64 == 0 ? 16 : 10);
+        live[k] = memprof__sheap_alloc(c->h, n, 0, test_rand_below(&rng, 2));
         if (live[k]) {
             /* A word on every page, relaxed atomics as in churn_thread(): a pop that lost its
              * race may still read a taken block's first word, by design. */
             for (size_t off = 0; off < n; off += 4096)
                 __atomic_store_n((uint64_t *)(live[k] + off), 1, __ATOMIC_RELAXED);
-            *c->after_seal += sealed != 0;
+            (*c->served)++;
         }
-        (*c->rounds)++;
     }
     for (unsigned k = 0; k < LIVE; k++)
         if (live[k])
@@ -451,37 +515,23 @@ static void *seal_churn_thread(void *arg)
     return NULL;
 }
 
-/* Waits until *counter reaches `target`; false after 30 s. */
-static bool wait_for(_Atomic unsigned long *counter, unsigned long target)
-{
-    for (int i = 0; i < 30000 && atomic_load(counter) < target; i++) {
-        struct timespec ms = {0, 1000 * 1000};
-        nanosleep(&ms, NULL);
-    }
-    return atomic_load(counter) >= target;
-}
-
-static void test_sealing_while_threads_allocate_hands_out_no_unmapped_slot(void)
+static void test_threads_growing_classes_touch_only_mapped_slots(void)
 {
     struct memprof_sheap h;
     CHECK(setup(&h));
     enum { THREADS = 4 };
     pthread_t t[THREADS];
-    struct seal_churn c[THREADS];
-    _Atomic int sealed = 0, stop = 0;
-    _Atomic unsigned long rounds = 0, after_seal = 0;
+    struct grow_churn c[THREADS];
+    _Atomic unsigned long served = 0;
     for (unsigned i = 0; i < THREADS; i++) {
-        c[i] = (struct seal_churn){&h, i + 1, &sealed, &stop, &rounds, &after_seal};
-        CHECK(pthread_create(&t[i], NULL, seal_churn_thread, &c[i]) == 0);
+        c[i] = (struct grow_churn){&h, i + 1, &served};
+        CHECK(pthread_create(&t[i], NULL, grow_churn_thread, &c[i]) == 0);
     }
-    EXPECT(wait_for(&rounds, 20000));
-    EXPECT(memprof__sheap_seal(&h) > 0);
-    atomic_store(&sealed, 1);
-    /* Recycled slots still serve: the heap goes on working after the seal. */
-    EXPECT(wait_for(&after_seal, 1000));
-    atomic_store(&stop, 1);
     for (unsigned i = 0; i < THREADS; i++)
         pthread_join(t[i], NULL);
+    /* Refused only while another thread grew the class (see threads_never_share_a_block). */
+    EXPECT(served > 0);
+    printf("%lu of %d allocations served\n", (unsigned long)served, THREADS * 40000);
     memprof__sheap_destroy(&h);
 }
 
@@ -493,7 +543,7 @@ static void test_sealing_while_threads_allocate_hands_out_no_unmapped_slot(void)
 struct churn {
     struct memprof_sheap *h;
     unsigned id;
-    _Atomic unsigned long *errors;
+    _Atomic unsigned long *errors, *refused;
 };
 
 static void *churn_thread(void *arg)
@@ -516,8 +566,8 @@ static void *churn_thread(void *arg)
         }
         size_t n = 1 + test_rand_below(&rng, 64);
         unsigned *p = memprof__sheap_alloc(c->h, n * sizeof *p, 0, test_rand_below(&rng, 2));
-        if (!p) {
-            (*c->errors)++;
+        if (!p) { /* a class growing under another thread: its sample would go elsewhere */
+            (*c->refused)++;
             continue;
         }
         for (size_t j = 0; j < n; j++)
@@ -538,14 +588,18 @@ static void threads_never_share_a_block(bool framed)
     enum { THREADS = 8 };
     pthread_t t[THREADS];
     struct churn c[THREADS];
-    _Atomic unsigned long errors = 0;
+    _Atomic unsigned long errors = 0, refused = 0;
     for (unsigned i = 0; i < THREADS; i++) {
-        c[i] = (struct churn){&h, i + 1, &errors};
+        c[i] = (struct churn){&h, i + 1, &errors, &refused};
         CHECK(pthread_create(&t[i], NULL, churn_thread, &c[i]) == 0);
     }
     for (unsigned i = 0; i < THREADS; i++)
         pthread_join(t[i], NULL);
     EXPECT_EQ_U(errors, 0);
+    /* Refused only while another thread grows the class: then as many as the others can
+     * ask for while the grower is off the CPU, which on a busy machine can be most. */
+    printf("%lu of %d allocations refused while a class grew\n", (unsigned long)refused,
+           THREADS * 200000);
     memprof__sheap_destroy(&h);
 }
 
@@ -567,18 +621,19 @@ int main(int argc, char **argv)
         TEST_CASE(test_blocks_are_large_enough_and_aligned_to_their_class),
         TEST_CASE(test_power_of_two_alignments_are_kept),
         TEST_CASE(test_zeroed_blocks_are_zero_after_reuse),
-        TEST_CASE(test_large_blocks_give_their_pages_back),
+        TEST_CASE(test_large_blocks_are_unmapped_when_freed),
+        TEST_CASE(test_large_blocks_resize_in_place_within_their_class),
         TEST_CASE(test_requests_it_cannot_serve_get_null),
-        TEST_CASE(test_a_limited_address_space_gets_no_heap),
+        TEST_CASE(test_a_limited_address_space_keeps_its_budget),
         TEST_CASE(test_threads_never_share_a_block),
         TEST_CASE(test_framed_blocks_carry_glibc_mmapped_chunk_headers),
         TEST_CASE(test_glibc_frees_reallocs_and_sizes_framed_blocks),
         TEST_CASE(test_only_blocks_with_the_heaps_header_are_held),
         TEST_CASE(test_threads_never_share_a_framed_block),
-        TEST_CASE(test_a_sealed_heap_serves_no_fresh_slot_but_keeps_its_blocks),
-        TEST_CASE(test_a_sealed_heap_unmaps_above_each_class_and_holds_nothing_there),
-        TEST_CASE(test_sealing_while_threads_allocate_hands_out_no_unmapped_slot),
-        TEST_CASE(test_only_the_used_part_goes_into_core_dumps),
+        TEST_CASE(test_the_window_maps_only_what_blocks_use),
+        TEST_CASE(test_someone_elses_mapping_in_the_window_is_never_a_block),
+        TEST_CASE(test_threads_growing_classes_touch_only_mapped_slots),
+        TEST_CASE(test_blocks_go_into_core_dumps_and_nothing_else_is_mapped),
     };
     return TEST_MAIN(cases, false);
 }

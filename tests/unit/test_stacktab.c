@@ -3,9 +3,10 @@
  * Unit tests of the stack table (src/core/stacktab.h), single threaded: identical stacks
  * intern to one id and different ones (also prefixes, and the empty stack) to different
  * ids; ids are stable and their records keep the frames; the table grows to many thousands
- * of stacks; when the ids or the frame arena run out, interns return the overflow id 0 and
- * are counted while known stacks keep their ids; the truncated flag is recorded. Concurrent
- * interning is tested in tests/stress/.
+ * of stacks, mapping records and frames by segments as they come; when the ids or the frame
+ * arena run out, interns return the overflow id 0 and are counted while known stacks keep
+ * their ids; the truncated flag is recorded. Concurrent interning is tested in
+ * tests/stress/.
  */
 #include <string.h>
 
@@ -188,6 +189,34 @@ static void test_full_table_returns_overflow_id_and_counts(void)
     memprof__st_destroy(&st);
 }
 
+static void test_records_and_frames_are_mapped_as_stacks_come(void)
+{
+    /* A table for 1M stacks maps its buckets and 256 records; more records and frames are
+     * mapped by segments as ids and frames are handed out, never the capacity. */
+    struct memprof_stacktab st;
+    CHECK_EQ(memprof__st_init(&st, (size_t)1 << 20), 0);
+    size_t buckets = st.nbuckets * sizeof(uint32_t), rec = sizeof(struct memprof_stack);
+    EXPECT_EQ_U(st.mapped_bytes, buckets + 256 * rec);
+    uintptr_t frames[40];
+    for (uint64_t n = 0; n < 1000; n++) {
+        unsigned d = make_stack(n, frames, 40);
+        CHECK(memprof__st_intern(&st, frames, d, false) != MEMPROF_STACK_OVERFLOW_ID);
+    }
+    /* 1,001 ids: record segments of 256, 256 and 512; at most 40,000 frames: arena
+     * segments of 8192, 8192, 16384 and 32768 frames at most. */
+    EXPECT(st.mapped_bytes >= buckets + 1024 * rec);
+    EXPECT(st.mapped_bytes <= buckets + 1024 * rec + 65536 * sizeof(uintptr_t));
+    struct memprof_range r[1 + 2 * MEMPROF_SEG_MAX];
+    EXPECT(memprof__st_ranges(&st, r, 1 + 2 * MEMPROF_SEG_MAX) >= 5);
+    uint64_t bad = 0;
+    for (uint64_t n = 0; n < 1000; n++) {
+        unsigned d = make_stack(n, frames, 40);
+        bad += !record_is(&st, memprof__st_intern(&st, frames, d, false), frames, d);
+    }
+    EXPECT_EQ_U(bad, 0);
+    memprof__st_destroy(&st);
+}
+
 static void test_full_frame_arena_returns_overflow_id(void)
 {
     /* The frame arena is sized for an average depth; two stacks of half its size fill it,
@@ -270,6 +299,7 @@ int main(int argc, char **argv)
         TEST_CASE(test_ids_are_stable_and_records_keep_frames),
         TEST_CASE(test_table_grows_to_many_thousands_of_stacks),
         TEST_CASE(test_full_table_returns_overflow_id_and_counts),
+        TEST_CASE(test_records_and_frames_are_mapped_as_stacks_come),
         TEST_CASE(test_full_frame_arena_returns_overflow_id),
         TEST_CASE(test_truncated_flag_is_recorded),
         TEST_CASE(test_depth_beyond_maximum_is_clamped),

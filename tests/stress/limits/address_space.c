@@ -1,22 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A program that limits its own address space after profiling started keeps allocating up
- * to its limit. The sample heap reserves 27 GiB of address space, which counts against
- * RLIMIT_AS like any mapping: without its seal (src/core/sampleheap.h) every allocation
- * that needs a new mapping would fail at once under a limit of a few GiB.
+ * to its limit. The profiler reserves no capacity ahead of use (the sample heap maps what
+ * its blocks need in a window of address space, the tables grow by segments), so the limit
+ * counts only memory in use, whichever call sets it; before that (issue 18), a 27 GiB
+ * reservation made every allocation that needed a new mapping fail unless a wrapper of the
+ * setter gave it back first.
  * argv: BACKEND CALL [data], BACKEND "preload" (LD_PRELOAD, MEMPROF_START=0) or "got" (no
  * plugin), CALL the function that sets the limit: setrlimit, prlimit (pid 0) or prlimit-self
- * (the process's own pid); "data" limits RLIMIT_DATA instead of RLIMIT_AS, which counts the
- * reservation too (a private writable mapping). The rate is MEMPROF_RATE (a plain number;
- * unset: the default).
+ * (the process's own pid); "data" limits RLIMIT_DATA instead of RLIMIT_AS, which counts
+ * private writable mappings. The rate is MEMPROF_RATE (a plain number; unset: the default).
  *
  * Blocks sampled before the limit (in the sample heap) are freed, reallocated and counted
  * as before; 1 GiB of blocks allocated under a 3 GiB limit all succeed (blocks of the real
- * allocator may now lie where the heap gave its addresses back, and their samples must
- * still leave the live set when freed); after everything allocated since the start is
- * freed, the live samples are what they were. Limits on other resources, or an infinite
- * one, leave the heap alone; the seal is reported once to the log callback, only where
- * there is a heap (the plugin always, the GOT start at rates of 256 KiB or more).
+ * allocator may lie in the sample heap's window too, and their samples must still leave
+ * the live set when freed); after everything allocated since the start is freed, the live
+ * samples are what they were. Setting limits says nothing to the log callback.
+ * (tests/stress/limits/budget.c: budgets of a few hundred MiB, the raw system call,
+ * another thread's id.)
  */
 #include "limits.h"
 
@@ -24,20 +25,19 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#define BEFORE      64
-#define AFTER       1024 /* blocks of 1 MiB: 1 GiB under the limit */
-#define AFTER_SIZE  ((size_t)1 << 20)
-#define SMALL       20000
-#define LIMIT       ((rlim_t)3 << 30)
-#define FRAMED_RATE ((uint64_t)256 << 10) /* the GOT start's sample heap from here on */
+#define BEFORE     64
+#define AFTER      1024 /* blocks of 1 MiB: 1 GiB under the limit */
+#define AFTER_SIZE ((size_t)1 << 20)
+#define SMALL      20000
+#define LIMIT      ((rlim_t)3 << 30)
 
-static int seals;
+static int messages;
 
 static void on_log(void *ctx, int level, const char *msg)
 {
     (void)ctx;
     printf("log %d: %s\n", level, msg);
-    seals += strstr(msg, "the program limits its") != NULL;
+    messages++;
 }
 
 static int limited = RLIMIT_AS;
@@ -75,7 +75,6 @@ int main(int argc, char **argv)
     if (argc == 4)
         limited = RLIMIT_DATA;
     uint64_t rate = limits_rate();
-    int heap = !strcmp(argv[1], "preload") || rate == 0 || rate >= FRAMED_RATE;
     memprof_config c;
     memprof_config_init(&c);
     c.sampling_rate = rate;
@@ -96,16 +95,15 @@ int main(int argc, char **argv)
     CHECK(getrlimit(RLIMIT_NOFILE, &files) == 0, "getrlimit: %s", strerror(errno));
     CHECK(setrlimit(RLIMIT_NOFILE, &files) == 0, "setrlimit(RLIMIT_NOFILE): %s", strerror(errno));
     CHECK(limit_as(argv[2], RLIM_INFINITY) == 0, "%s(RLIM_INFINITY): %s", argv[2], strerror(errno));
-    CHECK(seals == 0, "the heap was sealed without a finite limit");
-
+    int quiet = messages;
     CHECK(limit_as(argv[2], LIMIT) == 0, "%s: %s", argv[2], strerror(errno));
     CHECK(limit_as(argv[2], LIMIT) == 0, "%s again: %s", argv[2], strerror(errno));
-    CHECK(seals == heap, "%d seal messages, expected %d", seals, heap);
+    CHECK(messages == quiet, "%d log messages about the limit", messages - quiet);
 
     static char *after[AFTER];
     for (int i = 0; i < AFTER; i++) {
         after[i] = limits_as_alloc(AFTER_SIZE);
-        /* The allocator's own size, also for a block where the heap gave addresses back. */
+        /* The allocator's own size, also for a block of the sample heap (its pages). */
         size_t usable = malloc_usable_size(after[i]);
         CHECK(usable >= AFTER_SIZE && usable < AFTER_SIZE + 65536,
               "malloc_usable_size of a 1 MiB block is %zu", usable);
