@@ -1,17 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Reading a loaded ELF object's dynamic section: where its symbol, string, hash and
- * relocation tables are. Shared by the GOT-slot rewriting (imports.c) and the preload
- * plugin's retargeting of libc's symbol entries (preload_retarget.c); inline, so the plugin
- * needs no entry point of the library for it. Includers define _GNU_SOURCE (link.h's ElfW).
+ * relocation tables are, and the definitions it exports. Shared by the GOT-slot rewriting
+ * (imports.c, got.c) and the preload plugin's retargeting of libc's symbol entries
+ * (preload_retarget.c); inline, so the plugin needs no entry point of the library for it.
+ * Includers define _GNU_SOURCE (link.h's ElfW).
  */
 #ifndef MEMPROF_CORE_ELF_DYNAMIC_H
 #define MEMPROF_CORE_ELF_DYNAMIC_H
 
 #include <elf.h>
 #include <link.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 struct memprof_elf_dynamic {
     ElfW(Sym) * symtab;
@@ -20,7 +23,9 @@ struct memprof_elf_dynamic {
     const uint32_t *hash, *gnu_hash; /* DT_HASH, DT_GNU_HASH (either may be missing) */
     uintptr_t jmprel, rela, rel;     /* relocation tables, 0 if absent */
     size_t pltrelsz, relasz, relsz;
-    long pltrel; /* DT_REL or DT_RELA: the kind of the PLT's relocations */
+    long pltrel;   /* DT_REL or DT_RELA: the kind of the PLT's relocations */
+    bool symbolic; /* DT_SYMBOLIC, or DF_SYMBOLIC in DT_FLAGS: its own definitions first */
+    size_t soname; /* DT_SONAME's offset in the string table; SIZE_MAX if none */
 };
 
 /* The loader relocates most objects' dynamic-section pointers in place; the vDSO's (and
@@ -34,7 +39,7 @@ static inline uintptr_t memprof__elf_dyn_ptr(uintptr_t base, ElfW(Addr) v)
 static inline void memprof__elf_read_dynamic(uintptr_t base, const ElfW(Dyn) * dyn,
                                              struct memprof_elf_dynamic *d)
 {
-    *d = (struct memprof_elf_dynamic){.pltrel = DT_RELA};
+    *d = (struct memprof_elf_dynamic){.pltrel = DT_RELA, .soname = SIZE_MAX};
     for (; dyn->d_tag != DT_NULL; dyn++) {
         uintptr_t ptr = memprof__elf_dyn_ptr(base, dyn->d_un.d_ptr);
         size_t val = dyn->d_un.d_val;
@@ -75,10 +80,72 @@ static inline void memprof__elf_read_dynamic(uintptr_t base, const ElfW(Dyn) * d
         case DT_RELSZ:
             d->relsz = val;
             break;
+        case DT_SYMBOLIC:
+            d->symbolic = true;
+            break;
+        case DT_FLAGS:
+            d->symbolic |= (val & DF_SYMBOLIC) != 0;
+            break;
+        case DT_SONAME:
+            d->soname = val;
+            break;
         default:
             break;
         }
     }
+}
+
+static inline bool memprof__elf_defines(const struct memprof_elf_dynamic *d, uint32_t i,
+                                        const char *name)
+{
+    const ElfW(Sym) *s = &d->symtab[i];
+    unsigned type = ELF64_ST_TYPE(s->st_info), bind = ELF64_ST_BIND(s->st_info);
+    return s->st_shndx != SHN_UNDEF && s->st_name < d->strsz &&
+           (type == STT_FUNC || type == STT_NOTYPE) && (bind == STB_GLOBAL || bind == STB_WEAK) &&
+           ELF64_ST_VISIBILITY(s->st_other) != STV_HIDDEN &&
+           strcmp(d->strtab + s->st_name, name) == 0;
+}
+
+/* The address of the function `name` that the object at `base` defines and exports (not an
+ * indirect function), 0 if none: looked up through its GNU hash table, else its SysV one,
+ * in memory, so without the dynamic loader's lock. */
+static inline uintptr_t memprof__elf_lookup(uintptr_t base, const struct memprof_elf_dynamic *d,
+                                            const char *name)
+{
+    if (!d->symtab || !d->strtab)
+        return 0;
+    if (d->gnu_hash) {
+        const uint32_t *gh = d->gnu_hash;
+        uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_words = gh[2];
+        const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gh + 4) + bloom_words);
+        const uint32_t *chain = buckets + nbuckets;
+        uint32_t h = 5381;
+        for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+            h = h * 33 + *c;
+        uint32_t i = nbuckets ? buckets[h % nbuckets] : 0;
+        if (i < symoffset)
+            return 0;
+        for (;; i++) {
+            uint32_t ch = chain[i - symoffset];
+            if ((ch | 1) == (h | 1) && memprof__elf_defines(d, i, name))
+                return base + d->symtab[i].st_value;
+            if (ch & 1)
+                return 0;
+        }
+    }
+    if (d->hash) {
+        uint32_t nbucket = d->hash[0], nchain = d->hash[1];
+        const uint32_t *bucket = d->hash + 2, *chain = bucket + nbucket;
+        uint32_t h = 0;
+        for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
+            h = (h << 4) + *c;
+            h = (h ^ ((h & 0xf0000000u) >> 24)) & 0x0fffffffu;
+        }
+        for (uint32_t i = nbucket ? bucket[h % nbucket] : 0; i != 0 && i < nchain; i = chain[i])
+            if (memprof__elf_defines(d, i, name))
+                return base + d->symtab[i].st_value;
+    }
+    return 0;
 }
 
 #endif

@@ -36,6 +36,8 @@ struct object {
     const struct memprof_import *imports;
     size_t nimports;
     uint64_t first[4]; /* bit c: some import's name starts with byte c */
+    void *(*choose)(void *ctx, size_t i, void *value); /* NULL: imports[i].fn */
+    void *ctx;
 };
 
 /* The executable segments of the object this file is linked into (the profiler's own code),
@@ -73,21 +75,22 @@ static void patch_slot(const struct object *o, void **slot, void *fn)
         mprotect((void *)pg, o->page, PROT_READ);
 }
 
-static void *replacement_for(const struct object *o, size_t symidx)
+/* The index in o->imports of the symbol's name, o->nimports if it is none of them. */
+static size_t import_index(const struct object *o, size_t symidx)
 {
     const ElfW(Sym) *sym = &o->symtab[symidx];
     if (sym->st_name >= o->strsz)
-        return NULL;
+        return o->nimports;
     const unsigned char *name = (const unsigned char *)o->strtab + sym->st_name;
     /* The first byte settles most names without a loop or a call: a program's start looks
      * at every import of every object (thousands in a C++ program), and a strcmp per import
      * each was 0.5 % of a short compiler run. */
     if (!(o->first[name[0] >> 6] >> (name[0] & 63) & 1))
-        return NULL;
+        return o->nimports;
     for (size_t i = 0; i < o->nimports; i++)
         if (strcmp((const char *)name, o->imports[i].name) == 0)
-            return o->imports[i].fn;
-    return NULL;
+            return i;
+    return o->nimports;
 }
 
 /* One relocation: if it binds one of the imports through a GOT slot, rewrite the slot. */
@@ -97,9 +100,16 @@ static void patch_reloc(const struct object *o, uint64_t info, uint64_t offset)
     unsigned long type = ELF64_R_TYPE(info);
     if (type != R_JUMP_SLOT && type != R_GLOB_DAT)
         return;
-    void *fn = replacement_for(o, ELF64_R_SYM(info));
+    size_t i = import_index(o, ELF64_R_SYM(info));
+    if (i == o->nimports)
+        return;
+    void **slot = (void **)(o->base + offset);
+    void *value = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    if (is_own_code(value))
+        return;
+    void *fn = o->choose ? o->choose(o->ctx, i, value) : o->imports[i].fn;
     if (fn)
-        patch_slot(o, (void **)(o->base + offset), fn);
+        patch_slot(o, slot, fn);
 #else
     (void)o, (void)info, (void)offset; /* no GOT patching on this architecture */
 #endif
@@ -117,13 +127,16 @@ static void patch_rel(const struct object *o, const ElfW(Rel) * r, size_t bytes)
         patch_reloc(o, r[i].r_info, r[i].r_offset);
 }
 
-void memprof__imports_patch(const struct dl_phdr_info *info, const struct memprof_import *imports,
-                            size_t n)
+void memprof__imports_rewrite(const struct dl_phdr_info *info, const struct memprof_import *imports,
+                              size_t n, void *(*choose)(void *ctx, size_t i, void *value),
+                              void *ctx)
 {
     struct object o = {.base = info->dlpi_addr,
                        .page = (size_t)sysconf(_SC_PAGESIZE),
                        .imports = imports,
-                       .nimports = n};
+                       .nimports = n,
+                       .choose = choose,
+                       .ctx = ctx};
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)imports[i].name[0];
         o.first[c >> 6] |= (uint64_t)1 << (c & 63);
@@ -155,6 +168,12 @@ void memprof__imports_patch(const struct dl_phdr_info *info, const struct mempro
         patch_rela(&o, (const ElfW(Rela) *)d.rela, d.relasz);
     if (d.rel)
         patch_rel(&o, (const ElfW(Rel) *)d.rel, d.relsz);
+}
+
+void memprof__imports_patch(const struct dl_phdr_info *info, const struct memprof_import *imports,
+                            size_t n)
+{
+    memprof__imports_rewrite(info, imports, n, NULL, NULL);
 }
 
 struct patch_at {

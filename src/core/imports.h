@@ -29,6 +29,13 @@ struct memprof_import {
  * caller serialises patching of one object. Not for allocation hooks. */
 void memprof__imports_patch(const struct dl_phdr_info *info, const struct memprof_import *imports,
                             size_t n);
+/* The same with the replacement chosen per slot: choose(ctx, i, value) gets the index in
+ * `imports` of the slot's import (whose fn is not used) and what the slot holds, and
+ * returns what it is to hold, or NULL to leave it. A slot that holds a function of the
+ * profiler's is not offered. A choose that returns NULL reads the slots without writing. */
+void memprof__imports_rewrite(const struct dl_phdr_info *info, const struct memprof_import *imports,
+                              size_t n, void *(*choose)(void *ctx, size_t i, void *value),
+                              void *ctx);
 /* The same for the object that contains `addr`. Returns 0, or -ENOENT if no loaded object
  * contains it. Takes the loader's lock (dl_iterate_phdr). */
 int memprof__imports_patch_at(const void *addr, const struct memprof_import *imports, size_t n);

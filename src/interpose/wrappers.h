@@ -31,7 +31,19 @@ struct memprof_allocator {
     void *(*valloc)(size_t);
     void *(*pvalloc)(size_t); /* NULL if the allocator has none */
     size_t (*malloc_usable_size)(void *);
+    /* Its sampled blocks stay its own: an allocator that is not glibc's (a program's or a
+     * library's own malloc family under the GOT start), whose free() would not take a block
+     * of the sample heap. Zero: sampled blocks may come from the sample heap. */
+    bool no_sample_heap;
 };
+
+/* A block of the sample heap for a sampled request of `a`'s, or NULL (none, or `a`'s
+ * blocks must stay its own). */
+static inline void *memprof__heap_block(const struct memprof_allocator *a, size_t n, size_t align,
+                                        bool zero)
+{
+    return a->no_sample_heap ? NULL : memprof__sample_heap_alloc(n, align, zero);
+}
 
 /* The sampled halves of the hot wrappers, out of line: the unsampled case then ends in a
  * tail call of the real function (no frame of ours, no return through us). In the sampling
@@ -45,7 +57,7 @@ memprof__malloc_sampled(const struct memprof_allocator *a, size_t n)
     int saved;
     if (!memprof__sample_begin(n, &saved))
         return a->malloc(n);
-    void *p = memprof__sample_heap_alloc(n, 0, false);
+    void *p = memprof__heap_block(a, n, 0, false);
     if (!p)
         p = a->malloc(n);
     memprof__sample_end(p, n, saved);
@@ -58,7 +70,7 @@ memprof__calloc_sampled(const struct memprof_allocator *a, size_t n, size_t size
     int saved;
     if (!memprof__sample_begin(total, &saved))
         return a->calloc(n, size);
-    void *p = memprof__sample_heap_alloc(total, 0, true);
+    void *p = memprof__heap_block(a, total, 0, true);
     if (!p)
         p = a->calloc(n, size);
     memprof__sample_end(p, total, saved);
@@ -83,7 +95,7 @@ memprof__realloc_heap_block(const struct memprof_allocator *a, void *old, size_t
     if (memprof__sheap_resize(&memprof__engine.sheap, old, n)) {
         memprof__take(old, &taken);
     } else {
-        p = sample ? memprof__sample_heap_alloc(n, 0, false) : NULL;
+        p = sample ? memprof__heap_block(a, n, 0, false) : NULL;
         if (!p)
             p = a->malloc(n);
         if (!p) { /* the old block and its sample stay */
@@ -111,7 +123,7 @@ memprof__realloc_sampled(const struct memprof_allocator *a, void *old, size_t n,
     if (memprof__in_sample_heap(old) && memprof__sample_heap_block(old))
         return memprof__realloc_heap_block(a, old, n, sample, saved);
     struct memprof_hm_entry taken;
-    void *p = sample ? memprof__sample_heap_alloc(n, 0, false) : NULL;
+    void *p = sample ? memprof__heap_block(a, n, 0, false) : NULL;
     if (p) { /* a sampled new block moves to the sample heap */
         size_t have = a->malloc_usable_size(old);
         memcpy(p, old, have < n ? have : n);
@@ -156,7 +168,7 @@ memprof__posix_memalign_sampled(const struct memprof_allocator *a, void **out, s
     void *p = NULL;
     int rc = 0;
     if (memprof__sheap_alignment(align) && align >= sizeof(void *))
-        p = memprof__sample_heap_alloc(n, align, false);
+        p = memprof__heap_block(a, n, align, false);
     if (p)
         *out = p;
     else
@@ -165,28 +177,31 @@ memprof__posix_memalign_sampled(const struct memprof_allocator *a, void **out, s
     return rc;
 }
 
-/* aligned_alloc and memalign. */
+/* aligned_alloc and memalign (`real`, one of `a`'s). */
 MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE __attribute__((unused)) void *
-memprof__aligned_sampled(void *(*real)(size_t, size_t), size_t align, size_t n)
+memprof__aligned_sampled(const struct memprof_allocator *a, void *(*real)(size_t, size_t),
+                         size_t align, size_t n)
 {
     int saved;
     if (!memprof__sample_begin(n, &saved))
         return real(align, n);
-    void *p = memprof__sheap_alignment(align) ? memprof__sample_heap_alloc(n, align, false) : NULL;
+    void *p = memprof__sheap_alignment(align) ? memprof__heap_block(a, n, align, false) : NULL;
     if (!p)
         p = real(align, n);
     memprof__sample_end(p, n, saved);
     return p;
 }
 
-/* valloc and pvalloc: a request of n bytes served with `whole` page-aligned bytes. */
+/* valloc and pvalloc (`real`, one of `a`'s): a request of n bytes served with `whole`
+ * page-aligned bytes. */
 MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE __attribute__((unused)) void *
-memprof__page_sampled(void *(*real)(size_t), size_t n, size_t whole, size_t page)
+memprof__page_sampled(const struct memprof_allocator *a, void *(*real)(size_t), size_t n,
+                      size_t whole, size_t page)
 {
     int saved;
     if (!memprof__sample_begin(n, &saved))
         return real(n);
-    void *p = memprof__sample_heap_alloc(whole, page, false);
+    void *p = memprof__heap_block(a, whole, page, false);
     if (!p)
         p = real(n);
     memprof__sample_end(p, n, saved);
@@ -289,7 +304,7 @@ MEMPROF_INLINE void *memprof__wrap_aligned_alloc(const struct memprof_allocator 
 {
     if (MEMPROF_LIKELY(!memprof__sampler_charge(n)))
         return a->aligned_alloc(align, n);
-    return memprof__aligned_sampled(a->aligned_alloc, align, n);
+    return memprof__aligned_sampled(a, a->aligned_alloc, align, n);
 }
 
 MEMPROF_INLINE void *memprof__wrap_memalign(const struct memprof_allocator *a, size_t align,
@@ -297,14 +312,14 @@ MEMPROF_INLINE void *memprof__wrap_memalign(const struct memprof_allocator *a, s
 {
     if (MEMPROF_LIKELY(!memprof__sampler_charge(n)))
         return a->memalign(align, n);
-    return memprof__aligned_sampled(a->memalign, align, n);
+    return memprof__aligned_sampled(a, a->memalign, align, n);
 }
 
 MEMPROF_INLINE void *memprof__wrap_valloc(const struct memprof_allocator *a, size_t n, size_t page)
 {
     if (MEMPROF_LIKELY(!memprof__sampler_charge(n)))
         return a->valloc(n);
-    return memprof__page_sampled(a->valloc, n, n, page);
+    return memprof__page_sampled(a, a->valloc, n, n, page);
 }
 
 MEMPROF_INLINE void *memprof__wrap_pvalloc(const struct memprof_allocator *a, size_t n, size_t page)
@@ -319,7 +334,7 @@ MEMPROF_INLINE void *memprof__wrap_pvalloc(const struct memprof_allocator *a, si
         return memprof__wrap_valloc(a, whole, page);
     if (MEMPROF_LIKELY(!memprof__sampler_charge(n)))
         return a->pvalloc(n);
-    return memprof__page_sampled(a->pvalloc, n, whole ? whole : page, page);
+    return memprof__page_sampled(a, a->pvalloc, n, whole ? whole : page, page);
 }
 
 #endif
