@@ -14,11 +14,13 @@
 
 #include "common/compiler.h"
 
-/* Maps `size` bytes of zeroed, readable and writable anonymous memory. Pages are faulted in
- * as they are first touched, but the whole mapping is address space (RLIMIT_AS), private
- * writable memory (RLIMIT_DATA) and, under vm.overcommit_memory=2, commit charge from the
- * start: callers map what they are about to use, not a capacity (the tables grow by
- * segments). Returns NULL on failure; leaves errno as it was. Never calls malloc. */
+/* Maps `size` bytes of zeroed, readable and writable anonymous memory for the profiler's own
+ * use. Pages are faulted in as they are first touched, also after the program's
+ * mlockall(MCL_FUTURE) (then they are locked as they are touched, not faulted in at once),
+ * but the whole mapping is address space (RLIMIT_AS), private writable memory (RLIMIT_DATA)
+ * and, under vm.overcommit_memory=2, commit charge from the start: callers map what they are
+ * about to use, not a capacity (the tables grow by segments). Returns NULL on failure;
+ * leaves errno as it was. Never calls malloc. A few system calls: not for hot paths. */
 void *memprof__pf_map(size_t size);
 /* Returns memory from memprof__pf_map() or memprof__pf_map_at(). Only for memory no other
  * thread can still read. Returns 0 or -errno; leaves errno as it was. */

@@ -33,11 +33,30 @@
 #define MAP_FIXED_NOREPLACE 0x100000 /* Linux 4.17; older kernels take it for a hint */
 #endif
 
+#ifndef MLOCK_ONFAULT
+#define MLOCK_ONFAULT 1 /* Linux 4.4 */
+#endif
+
 void *memprof__pf_map(size_t size)
 {
+    /* After the program's mlockall(MCL_FUTURE) the kernel locks every new mapping and faults
+     * it in whole, the profiler's too: a table's newest segment (as large as all before it),
+     * a snapshot. So the mapping is made inaccessible first (the kernel faults in nothing it
+     * cannot access); MADV_DONTNEED, which refuses locked pages, tells whether it came out
+     * locked, and then it is locked on fault instead (as the engine's mlockall() leaves the
+     * tables mapped before the call); only then is it opened. The program's own blocks in
+     * the sample heap are mapped as glibc's would be (memprof__pf_map_at()). */
     int saved = errno;
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p != MAP_FAILED) {
+        if (madvise(p, size, MADV_DONTNEED) != 0 && errno == EINVAL &&
+            syscall(SYS_mlock2, p, size, MLOCK_ONFAULT) != 0)
+            munlock(p, size); /* a kernel before 4.4: not locked rather than faulted in */
+        if (mprotect(p, size, PROT_READ | PROT_WRITE) != 0) {
+            munmap(p, size);
+            p = MAP_FAILED;
+        }
+    }
     errno = saved;
     return p == MAP_FAILED ? NULL : p;
 }

@@ -23,11 +23,11 @@
  * place far below where the kernel puts mappings of its own choosing (memprof__pf_window()),
  * and the heap maps the parts it uses there with MAP_FIXED_NOREPLACE, never over anyone
  * else's (under ThreadSanitizer, which dictates where memory lies, the window is a
- * reservation instead: platform.h). So the heap's address space, private writable memory and commit charge follow its
- * blocks -- a program that limits its own address space or data size (RLIMIT_AS,
- * RLIMIT_DATA), however it sets the limit, or runs under vm.overcommit_memory=2, keeps its
- * budget -- and a mapping that fails (a limit reached, someone else's mapping in the way)
- * only sends samples to the real allocator.
+ * reservation instead: platform.h). So the heap's address space, private writable memory
+ * and commit charge follow its blocks -- a program that limits its own address space or
+ * data size (RLIMIT_AS, RLIMIT_DATA), however it sets the limit, or runs under
+ * vm.overcommit_memory=2, keeps its budget -- and a mapping that fails (a limit reached,
+ * someone else's mapping in the way) only sends samples to the real allocator.
  *   Small classes (slots below MEMPROF_SHEAP_LARGE_MIN): each class maps its sub-range from
  *   the start as its bump index needs it, an eighth more each time (at least 64 KiB), and
  *   never unmaps it: freed slots go to the class's lock-free stack (Treiber) whose head packs

@@ -4,7 +4,9 @@
  * memprof__pf_mapping_of()), which bounds frame-pointer walks: it names the mapping that
  * holds an address -- a thread's stack, the main stack, a mapping of the test's own, also
  * one whose line in /proc/self/maps is longer than the reader's buffer -- and nothing for
- * an address no mapping holds.
+ * an address no mapping holds. And the profiler's own mappings (memprof__pf_map()) are neither
+ * faulted in nor locked whole once the program asked mlockall(MCL_FUTURE) for every later
+ * mapping: they are locked as they are touched.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -111,6 +113,59 @@ static void test_a_mapping_with_a_path_longer_than_the_buffer_is_found(void)
     }
 }
 
+/* Resident pages of [p, p + len). */
+static size_t resident(const void *p, size_t len)
+{
+    unsigned char vec[4096];
+    size_t n = len / page_size(), count = 0;
+    if (n > sizeof vec || mincore((void *)p, len, vec) != 0)
+        return (size_t)-1;
+    for (size_t i = 0; i < n; i++)
+        count += vec[i] & 1;
+    return count;
+}
+
+/* VmLck of /proc/self/status in bytes. */
+static long locked_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f && kib < 0 && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmLck: %ld kB", &kib) != 1)
+            kib = -1;
+    if (f)
+        fclose(f);
+    return kib * 1024;
+}
+
+static void test_the_profilers_mappings_are_locked_as_touched_under_mcl_future(void)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    SKIP("the sanitizer's own later mappings would be locked and faulted in whole");
+#endif
+    /* 2 MiB each: within an unprivileged 8 MiB RLIMIT_MEMLOCK. The case runs in a child of
+     * its own, where the lock stays. */
+    size_t size = (size_t)2 << 20, pages = size / page_size();
+    if (mlockall(MCL_FUTURE) != 0)
+        SKIP("mlockall(MCL_FUTURE) is not permitted");
+    char *theirs = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    long before = locked_bytes();
+    char *mine = memprof__pf_map(size);
+    if (theirs == MAP_FAILED || !mine)
+        SKIP("cannot lock 4 MiB");
+    EXPECT_EQ_U(resident(theirs, size), pages); /* what MCL_FUTURE does to a mapping */
+    EXPECT_EQ_U(resident(mine, size), 0);
+    mine[0] = 1;
+    mine[size - 1] = 1;
+    EXPECT_EQ_U(resident(mine, size), 2);
+    /* Locked all the same (the kernel counts a mapping locked on fault whole). */
+    EXPECT(locked_bytes() >= before + (long)size);
+    memprof__pf_unmap(mine, size);
+    munmap(theirs, size);
+    munlockall();
+}
+
 int main(int argc, char **argv)
 {
     static const struct test_case cases[] = {
@@ -118,6 +173,7 @@ int main(int argc, char **argv)
         TEST_CASE(test_a_threads_stack_holds_its_local_variable_and_not_the_main_stack),
         TEST_CASE(test_a_mapping_is_found_exactly_and_a_hole_is_not),
         TEST_CASE(test_a_mapping_with_a_path_longer_than_the_buffer_is_found),
+        TEST_CASE(test_the_profilers_mappings_are_locked_as_touched_under_mcl_future),
     };
     return TEST_MAIN(cases, false);
 }
