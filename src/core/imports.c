@@ -42,11 +42,13 @@ struct object {
 
 /* The executable segments of the object this file is linked into (the profiler's own code),
  * from its program headers: no lookup, so no loader lock inside dl_iterate_phdr(). */
-extern const ElfW(Ehdr) __ehdr_start __attribute__((visibility("hidden")));
+/* Declared as bytes, not as one Ehdr: the program headers lie beyond the header, and a
+ * pointer derived from a one-struct object may not reach them (UBSan's object-size check). */
+extern const char __ehdr_start[] __attribute__((visibility("hidden")));
 
 static bool is_own_code(const void *p)
 {
-    const ElfW(Ehdr) *eh = &__ehdr_start;
+    const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)(const void *)__ehdr_start;
     const ElfW(Phdr) *ph = (const ElfW(Phdr) *)((const char *)eh + eh->e_phoff);
     uintptr_t base = 0, at = (uintptr_t)p;
     for (int i = 0; i < eh->e_phnum; i++)

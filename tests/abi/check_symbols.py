@@ -13,7 +13,7 @@ libmemprof.so.1 must export exactly what src/libmemprof.map lists:
     symbols equals the baseline's. New functions go into a new node (abi/README.md).
 libmemprof-preload.so must export the allocator entry points of its version script,
 mlockall (which must not fault in the profiler's tables: src/interpose/preload_resources.c),
-and nothing else.
+prctl and syscall (seccomp filters: src/interpose/preload_sandbox.c), and nothing else.
 
 Reads the dynamic symbol table with readelf (binutils). Exit status: 0 pass, 1 fail,
 77 skip (no readelf).
@@ -33,8 +33,10 @@ ALLOCATOR_ENTRY_POINTS = {
     "aligned_alloc", "memalign", "valloc", "pvalloc", "malloc_usable_size", "free_sized",
     "free_aligned_sized",
 }
-# ... and mlockall (the profiler's tables are not faulted in).
-MEMORY_CALLS = {"mlockall"}
+# ... mlockall (the profiler's tables are not faulted in), and the two ways a program
+# installs a seccomp filter, prctl(PR_SET_SECCOMP) and syscall(SYS_seccomp), so the profiler
+# finishes its one-time work first (src/interpose/preload_sandbox.c).
+MEMORY_CALLS = {"mlockall", "prctl", "syscall"}
 
 failures = []
 
