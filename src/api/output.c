@@ -20,6 +20,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -129,13 +132,98 @@ bool memprof__output_in_place(const char *path)
     return t == TARGET_DESCRIPTOR || t == TARGET_IN_PLACE;
 }
 
+/* The stream a profile is written through. Not fdopen()'s: every FILE is on stdio's list
+ * of streams, which any thread's fflush(NULL) flushes, and exit() too, on that thread and
+ * in its descriptor table: the buffered part of a profile would go to whatever descriptor
+ * `fd` is there (the plugin's profile-writing thread has a table of its own, where the
+ * number means something else to the program: its stdin, a data file of its), and in a
+ * fork() child, whose copy of the stream is flushed when it exits, into the parent's file.
+ * So the stream is fopencookie()'s, whose write writes only on the thread that opened it,
+ * in its process. Another thread's flush keeps the bytes for the owner's next write (in
+ * room set aside: that thread may be one that must not allocate, such as exit() in a
+ * signal handler), and a fork() child's is dropped: the profile is its parent's. */
+#define STREAM_BUF 8192
+
+struct stream {
+    int fd;
+    pid_t pid;
+    pthread_t owner;
+    bool lost; /* another thread's flush did not fit in `pending`: the profile is incomplete */
+    size_t npending;
+    char pending[2 * STREAM_BUF];
+    char buf[STREAM_BUF]; /* the FILE's buffer: no flush of it is larger */
+};
+
+static bool write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+static ssize_t stream_write(void *cookie, const char *p, size_t n)
+{
+    struct stream *s = cookie;
+    if (s->pid != getpid())
+        return (ssize_t)n; /* a fork() child's exit: its parent writes this profile */
+    if (!pthread_equal(s->owner, pthread_self())) {
+        if (n > sizeof s->pending - s->npending) {
+            s->lost = true;
+            return (ssize_t)n;
+        }
+        memcpy(s->pending + s->npending, p, n);
+        s->npending += n;
+        return (ssize_t)n;
+    }
+    if (s->npending) {
+        if (!write_all(s->fd, s->pending, s->npending))
+            return 0;
+        s->npending = 0;
+    }
+    return write_all(s->fd, p, n) ? (ssize_t)n : 0;
+}
+
+static int stream_close(void *cookie)
+{
+    struct stream *s = cookie;
+    bool ok = !s->lost && (!s->npending || write_all(s->fd, s->pending, s->npending));
+    int e = s->lost ? EIO : errno;
+    int rc = close(s->fd); /* `s` is freed after fclose(), which may still use its buffer */
+    if (!ok) {
+        errno = e;
+        return -1;
+    }
+    return rc;
+}
+
 /* Writes what `fill` produces to `fd` and closes it; 0 or a negative errno. */
 static int fill_fd(int fd, int (*fill)(FILE *out, void *ctx), void *ctx)
 {
-    FILE *f = fdopen(fd, "w");
-    if (!f) {
-        int e = errno;
-        close(fd);
+    struct stream *s = malloc(sizeof *s);
+    FILE *f = NULL;
+    if (s) {
+        s->fd = fd;
+        s->pid = getpid();
+        s->owner = pthread_self();
+        s->lost = false;
+        s->npending = 0;
+        f = fopencookie(s, "w",
+                        (cookie_io_functions_t){.write = stream_write, .close = stream_close});
+    }
+    if (!f || setvbuf(f, s->buf, _IOFBF, sizeof s->buf) != 0) {
+        int e = errno ? errno : ENOMEM;
+        if (f)
+            fclose(f); /* closes fd */
+        else
+            close(fd);
+        free(s);
         return -e;
     }
     errno = 0;
@@ -146,6 +234,7 @@ static int fill_fd(int fd, int (*fill)(FILE *out, void *ctx), void *ctx)
         rc = -EIO;
     if (fclose(f) != 0 && rc == 0)
         rc = -(errno ? errno : EIO);
+    free(s);
     return rc;
 }
 

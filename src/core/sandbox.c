@@ -20,6 +20,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <time.h>
 
 /* The same numbers on every architecture (the common system-call table of Linux 5.3+). */
 #ifndef SYS_pidfd_open
@@ -143,6 +144,9 @@ static const struct probe probes[] = {
     P(WRITER, SYS_pidfd_open, 1, 0),
     P(WRITER, SYS_pidfd_getfd, 3, 2, 0),
     P(WRITER, SYS_gettid, 0),
+    /* stopping the writer around unshare() and setns(): until the kernel let it go */
+    P(WRITER, SYS_tgkill, 1, 1, 0),
+    P(WRITER, SYS_clock_nanosleep, CLOCK_REALTIME, 0, 0, 0),
 };
 
 /* The action classic BPF program f answers for d; SECCOMP_RET_KILL_PROCESS if it cannot

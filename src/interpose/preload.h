@@ -42,6 +42,13 @@ bool memprof__preload_retarget_libc(const struct memprof_retarget *targets, size
  * program started with (preload_env.c). */
 void memprof__preload_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Stops the profile-writing thread (preload_dump.c), if one runs in this process, for a
+ * call that needs the process single-threaded (preload_namespaces.c): waits for the dump in
+ * progress, then until the kernel has let the thread go. Returns true if it stopped one;
+ * then memprof__preload_writer_resume() must follow (it starts a new one). */
+bool memprof__preload_writer_pause(void);
+void memprof__preload_writer_resume(void);
+
 /* Whether the calling thread is the profile writer with a descriptor table of its own
  * (preload_dump.c), where the program's descriptors are reached only through
  * memprof__preload_program_fd(). */

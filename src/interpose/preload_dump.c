@@ -21,13 +21,24 @@
  * seccomp filter that refuses it) it cannot reach them from a private table, so it keeps
  * sharing the program's, as before. When a writer runs, the exit-time profile is handed to
  * it as well (exit() waits for it), so that all of the plugin's symbolization happens in one
- * table: libdw's descriptors are numbers in the table that opened them. Without
- * MEMPROF_INTERVAL and MEMPROF_SIGNAL there is no writer and exit() writes the profile
- * itself, in the program's table, as the program's last act.
+ * table: libdw's descriptors are numbers in the table that opened them.
+ *
+ * Threads of its own. The writer is the only thread the plugin adds, and only with
+ * MEMPROF_INTERVAL or MEMPROF_SIGNAL. A process with it is not single-threaded, which
+ * unshare(CLONE_NEWUSER) (unshare(1), bubblewrap) and setns() into a user or mount
+ * namespace require: those calls are intercepted (preload_namespaces.c) and stop the
+ * writer for their duration (memprof__preload_writer_pause()): it finishes the dump it is
+ * writing, exits, and the call waits until the kernel has let the thread go; then a new
+ * writer starts.
  *
  * A forked child that exits writes its own profile: to the %p expansion of its pid, or,
  * when the path has no %p, to "<path>.<pid>", so it never overwrites its parent's file. The
- * writer does not survive fork(); a child whose parent had one starts its own at exit.
+ * writer does not survive fork(); a child whose parent had one starts its own at exit. What
+ * the writer held at fork time: dump_lock is reset in the child; the resolver's locks (and
+ * the loader's, taken inside them) are taken by the resolver's own fork handlers
+ * (src/resolve/stacks.c), so the child never finds them held; and a profile's stream writes
+ * only on the writer (src/api/output.c), so neither the child's exit() nor the program's
+ * fflush(NULL) writes its buffered part to a descriptor of the program's.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -73,13 +84,24 @@ static sem_t wakeup;    /* a dump is wanted: the dump signal, or exit() */
 static sem_t exit_done; /* the writer has written the exit-time profile */
 static volatile sig_atomic_t exiting;
 static atomic_int exit_requested;
-/* The writer: the process it runs in (0: none in this process), its thread id, and
- * whether its descriptor table is its own. `wanted`: this process or its parent before a
- * fork started one, so exit() hands its profile to a writer. */
+/* The writer: the process it runs in (0: none in this process), its thread, its thread id,
+ * and whether its descriptor table is its own. `wanted`: this process or its parent before
+ * a fork started one, so exit() hands its profile to a writer. Started and stopped under
+ * writer_ctl. */
+static pthread_mutex_t writer_ctl = PTHREAD_MUTEX_INITIALIZER;
 static pid_t writer_pid;
+static pthread_t writer_thread;
 static atomic_long writer_tid;
 static atomic_bool writer_private;
 static bool wanted;
+/* Asking the writer to end (memprof__preload_writer_pause): STOP_ASKED, which the writer
+ * acknowledges as STOP_TAKEN when it ends; a pause that gives up waiting takes the request
+ * back only if it was not taken. */
+enum { STOP_NONE, STOP_ASKED, STOP_TAKEN };
+static atomic_int writer_stop;
+/* How long a pause waits for the dump in progress (a profile written to a FIFO waits for
+ * its reader). */
+#define PAUSE_WAIT_S 10
 
 /* Expands %p and %% in the output template for the given pid; false if too long or bad. */
 static bool expand_path(const char *tmpl, pid_t pid, char *out, size_t size)
@@ -194,13 +216,13 @@ static bool own_descriptor_table(void)
 
 static void *writer_main(void *arg)
 {
-    (void)arg;
+    bool private_table = arg != NULL;
     memprof__guard_enter(); /* this thread's allocations are the profiler's own */
     /* The program has no reason to cancel this thread, and must not leave dump_lock held
      * by trying. */
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
     atomic_store(&writer_tid, syscall(SYS_gettid));
-    atomic_store(&writer_private, own_descriptor_table());
+    atomic_store(&writer_private, private_table && own_descriptor_table());
     for (;;) {
         int rc;
         if (cfg.interval_s && !atomic_load(&exit_requested)) {
@@ -213,6 +235,11 @@ static void *writer_main(void *arg)
             while ((rc = sem_wait(&wakeup)) != 0 && errno == EINTR)
                 ;
         }
+        /* Asked to end (a pause), unless exit() wants its profile first. */
+        int asked = STOP_ASKED;
+        if (!atomic_load(&exit_requested) &&
+            atomic_compare_exchange_strong(&writer_stop, &asked, STOP_TAKEN))
+            break;
         pthread_mutex_lock(&dump_lock);
         if (atomic_load(&exit_requested)) {
             if (!exiting) {
@@ -230,30 +257,83 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-/* Starts the writer in this process unless it runs; false if it cannot be started. */
-static bool start_writer(void)
+/* Starts the writer in this process unless it runs, with a descriptor table of its own if
+ * `private_table`; false if it cannot be started. Called with writer_ctl held. Joinable, so
+ * that a pause can wait for it to end. */
+static bool start_writer(bool private_table)
 {
     if (writer_pid == getpid())
         return true;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     /* The thread must not keep the process from receiving the dump signal elsewhere, and
      * must not take signals meant for the program: block everything in it. */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_t t;
-    int rc = pthread_create(&t, &attr, writer_main, NULL);
+    int rc = pthread_create(&t, NULL, writer_main, private_table ? (void *)1 : NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
     if (rc != 0) {
         errno = rc;
         return false;
     }
+    writer_thread = t;
     writer_pid = getpid();
-    wanted = true;
+    if (private_table)
+        wanted = true;
     return true;
+}
+
+static struct timespec in_seconds(clockid_t clock, long s)
+{
+    struct timespec t;
+    clock_gettime(clock, &t);
+    t.tv_sec += s;
+    return t;
+}
+
+bool memprof__preload_writer_pause(void)
+{
+    if (writer_pid != getpid())
+        return false; /* none in this process (a fork child, or no MEMPROF_INTERVAL) */
+    pthread_mutex_lock(&writer_ctl);
+    if (writer_pid != getpid()) {
+        pthread_mutex_unlock(&writer_ctl);
+        return false;
+    }
+    atomic_store(&writer_stop, STOP_ASKED);
+    sem_post(&wakeup);
+    /* It ends when the dump it is writing is written. */
+    struct timespec until = in_seconds(CLOCK_REALTIME, PAUSE_WAIT_S);
+    if (pthread_timedjoin_np(writer_thread, NULL, &until) != 0) {
+        int asked = STOP_ASKED;
+        if (atomic_compare_exchange_strong(&writer_stop, &asked, STOP_NONE)) {
+            /* Still writing: leave it be (the call will see it), and it carries on. */
+            pthread_mutex_unlock(&writer_ctl);
+            return false;
+        }
+        pthread_join(writer_thread, NULL); /* it has just taken the request: ending */
+    }
+    /* pthread_join() returns when the thread's id is released, before the kernel has taken
+     * the thread out of the process; until it has, the process is not single-threaded. */
+    long tid = atomic_load(&writer_tid);
+    for (int i = 0; i < 10000 && syscall(SYS_tgkill, getpid(), tid, 0) == 0; i++) {
+        struct timespec tick = {0, 100 * 1000};
+        nanosleep(&tick, NULL);
+    }
+    writer_pid = 0;
+    atomic_store(&writer_tid, 0);
+    atomic_store(&writer_private, false);
+    atomic_store(&writer_stop, STOP_NONE);
+    return true; /* writer_ctl stays held until memprof__preload_writer_resume() */
+}
+
+void memprof__preload_writer_resume(void)
+{
+    if (!start_writer(true))
+        memprof__preload_say("memprof: cannot restart the profile-writing thread (%s); "
+                             "MEMPROF_INTERVAL and MEMPROF_SIGNAL are ignored from now on",
+                             strerror(errno));
+    pthread_mutex_unlock(&writer_ctl);
 }
 
 static void dump_at_exit(void)
@@ -266,8 +346,14 @@ static void dump_at_exit(void)
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
     /* Under a seccomp filter (core/sandbox.h), no writer is started (dump() in this thread
      * then only says why there is no profile, or writes it). */
+    bool handed = false;
     if (cfg.output[0] && wanted && memprof__sys_allowed(MEMPROF_SYS_WRITE) &&
-        memprof__sys_allowed(MEMPROF_SYS_WRITER) && start_writer()) {
+        memprof__sys_allowed(MEMPROF_SYS_WRITER)) {
+        pthread_mutex_lock(&writer_ctl);
+        handed = start_writer(true);
+        pthread_mutex_unlock(&writer_ctl);
+    }
+    if (handed) {
         atomic_store(&exit_requested, 1);
         sem_post(&wakeup);
         while (sem_wait(&exit_done) != 0 && errno == EINTR)
@@ -294,11 +380,13 @@ static void atfork_child(void)
     /* The lock may have been held by the writer, which does not exist here; a child whose
      * parent had one starts its own at exit (`wanted` stays). */
     pthread_mutex_init(&dump_lock, NULL);
+    pthread_mutex_init(&writer_ctl, NULL);
     sem_init(&wakeup, 0, 0);
     sem_init(&exit_done, 0, 0);
     writer_pid = 0;
     atomic_store(&writer_tid, 0);
     atomic_store(&writer_private, false);
+    atomic_store(&writer_stop, STOP_NONE);
 }
 
 void memprof__preload_dump_setup(const struct memprof_dump_config *c)
@@ -326,7 +414,10 @@ void memprof__preload_dump_setup(const struct memprof_dump_config *c)
     }
     if (!cfg.interval_s && !cfg.signo)
         return;
-    if (!start_writer()) {
+    pthread_mutex_lock(&writer_ctl);
+    bool started = start_writer(true);
+    pthread_mutex_unlock(&writer_ctl);
+    if (!started) {
         memprof__preload_say("memprof: cannot start the profile-writing thread (%s); "
                              "MEMPROF_INTERVAL and MEMPROF_SIGNAL are ignored",
                              strerror(errno));

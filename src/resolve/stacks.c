@@ -2,6 +2,18 @@
 /*
  * Stack resolution (stacks.h): native frames through the symbolizer, inlined frames
  * expanded, runtime frames merged, results cached per stack id.
+ *
+ * fork(). The resolver runs on whichever thread asks (the plugin's profile-writing thread,
+ * a program's memprof_snapshot_write()), under two mutexes, this file's and the
+ * symbolizer's (taken in that order), and inside them the dynamic loader's lock
+ * (dl_iterate_phdr). A fork() while another thread held any of them would leave it held in
+ * the child, whose exit-time profile or snapshot then waits for a thread that does not exist
+ * there. So the fork waits for the resolver to finish what it is on (one address or one
+ * stack), holding both mutexes across the fork; the child then starts with them free and
+ * everything consistent. The wait is bounded (FORK_WAIT_S: the first address in a large
+ * module may load its debug information for a while, and a fork() from a signal handler
+ * that interrupted the resolver would otherwise wait for itself); past it the fork goes on
+ * and the child forgets the resolver's state and starts afresh.
  */
 #include "resolve/stacks.h"
 
@@ -10,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/sources.h"
 #include "memprof/memprof.h"
@@ -173,4 +186,46 @@ const struct memprof_rstack *memprof__resolve_stack(struct memprof_stacktab *st,
 out:
     pthread_mutex_unlock(&lock);
     return r;
+}
+
+/* ---- fork ----------------------------------------------------------------------------- */
+
+#define FORK_WAIT_S 1
+
+/* Whether prepare got each lock: set before the fork, read after it in the parent and in the
+ * child, all on the forking thread (fork() runs the three handlers in one thread). */
+static bool held_stacks, held_symbols;
+
+static void fork_prepare(void)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += FORK_WAIT_S;
+    held_stacks = pthread_mutex_timedlock(&lock, &until) == 0;
+    held_symbols = memprof__sym_fork_prepare(&until);
+}
+
+static void fork_parent(void)
+{
+    memprof__sym_fork_parent(held_symbols);
+    if (held_stacks)
+        pthread_mutex_unlock(&lock);
+}
+
+static void fork_child(void)
+{
+    /* The symbolizer's half-changed state is forgotten whenever either wait ran out: a
+     * stack being built may have been inside it without holding its lock at that moment. */
+    memprof__sym_fork_child(held_symbols && held_stacks);
+    if (!held_stacks) {
+        cache = NULL; /* may be half grown; the stacks it held stay valid */
+        cache_cap = 0;
+    }
+    pthread_mutex_init(&lock, NULL);
+}
+
+/* At load, before any thread of the program can use the resolver. */
+__attribute__((constructor)) static void register_fork_handlers(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
 }

@@ -50,3 +50,9 @@ const char *memprof__strpool_intern(const char *s)
     }
     return *slot;
 }
+
+void memprof__strpool_forget(void)
+{
+    set = NULL;
+    cap = used = 0;
+}

@@ -11,4 +11,8 @@
 /* Returns the pooled copy of s (NULL for NULL, or if memory runs out). */
 const char *memprof__strpool_intern(const char *s);
 
+/* Starts an empty set in a fork() child whose parent was interning when it forked (the set
+ * may be half grown). The strings handed out so far stay valid: they are never freed. */
+void memprof__strpool_forget(void);
+
 #endif

@@ -636,3 +636,35 @@ void memprof__sym_counts(uint64_t *resolved, uint64_t *unresolved)
     *unresolved = n_unresolved;
     pthread_mutex_unlock(&lock);
 }
+
+/* ---- fork ----------------------------------------------------------------------------- */
+
+bool memprof__sym_fork_prepare(const struct timespec *until)
+{
+    return pthread_mutex_timedlock(&lock, until) == 0;
+}
+
+void memprof__sym_fork_parent(bool held)
+{
+    if (held)
+        pthread_mutex_unlock(&lock);
+}
+
+void memprof__sym_fork_child(bool held)
+{
+    if (!held) {
+        /* A thread that does not exist here was resolving: start afresh. Everything handed
+         * out so far stays valid (nothing here is ever freed); the half-changed state is
+         * left behind, as is a Dwfl whose descriptors may be another table's. */
+        cache = NULL;
+        cache_cap = cache_used = 0;
+        symtabs = NULL;
+#if HAVE_LIBDW
+        dwfl = NULL;
+        reported_adds = ~0ull;
+        memset(cu_buckets, 0, sizeof cu_buckets);
+#endif
+        memprof__strpool_forget();
+    }
+    pthread_mutex_init(&lock, NULL);
+}

@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 struct memprof_sym_frame {
     const char *function; /* demangled; NULL when unknown */
@@ -39,5 +40,13 @@ const struct memprof_sym *memprof__sym_get(uintptr_t pc);
 
 /* Distinct addresses resolved so far, and those without any symbol. */
 void memprof__sym_counts(uint64_t *resolved, uint64_t *unresolved);
+
+/* fork() around the symbolizer (stacks.c registers the handlers). prepare: takes its lock,
+ * waiting until `until` (CLOCK_REALTIME) at most; returns whether it did. parent: releases
+ * it. child: leaves the lock free, and when prepare did not get it, forgets everything the
+ * symbolizer had (another thread was inside, and what it was changing may be half done). */
+bool memprof__sym_fork_prepare(const struct timespec *until);
+void memprof__sym_fork_parent(bool held);
+void memprof__sym_fork_child(bool held);
 
 #endif

@@ -27,6 +27,9 @@ import sys
 import xml.etree.ElementTree as ET
 
 PRIVATE_NODE = "MEMPROF_PRIVATE"
+# The plugin also exports the calls that need a single-threaded process, around which it
+# stops its profile-writing thread (src/interpose/preload_namespaces.c).
+THREAD_CALLS = {"unshare", "setns"}
 # What an LD_PRELOAD allocator shim may export (DESIGN.md, "Interposition backends").
 ALLOCATOR_ENTRY_POINTS = {
     "malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalign",
@@ -192,7 +195,7 @@ def check_preload(args):
     for _, globs, _ in parse_version_script(args.preload_map):
         listed.update(globs)
     for sym in sorted(exported):
-        if sym not in ALLOCATOR_ENTRY_POINTS | MEMORY_CALLS:
+        if sym not in ALLOCATOR_ENTRY_POINTS | MEMORY_CALLS | THREAD_CALLS:
             fail(f"the preload plugin exports {sym}, which is not an allocator entry point "
                  "or a call about the process's memory")
         elif sym not in listed:
