@@ -125,9 +125,9 @@ int main(void)
     printf("| frame pointers | %.0f | %.1f | - |\n", ns, mean_depth);
 #if HAVE_LIBUNWIND
     ns = cold_path_ns(MEMPROF_UNWIND_DWARF);
-    printf("| DWARF (libunwind) | %.0f | %.1f | <= 1000 |\n", ns, mean_depth);
+    printf("| DWARF | %.0f | %.1f | <= 1000 |\n", ns, mean_depth);
 #else
-    printf("| DWARF (libunwind) | not built | - | <= 1000 |\n");
+    printf("| DWARF | not built (no libunwind) | - | <= 1000 |\n");
 #endif
 
     /* 10,000 distinct stacks of 20 addresses in libc's code: first drawn from a pool of

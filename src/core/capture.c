@@ -3,11 +3,13 @@
  * Frame-pointer stack walking bounded by the thread's stack (see capture.h), and the
  * registry of the profiler's own code ranges skipped at the leaf end.
  */
+#define _GNU_SOURCE /* RTLD_DEFAULT */
 #include "config.h"
 #include "core/capture.h"
 
 #include <stddef.h>
 #if HAVE_LIBUNWIND
+#include <dlfcn.h>
 #include <execinfo.h>
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -106,13 +108,23 @@ bool memprof__capture_have_dwarf(void)
  * its stack (coldstack.h), the backend's hook, and possibly a wrapper or two. */
 #define OWN_FRAMES_MARGIN 12
 
-/* Set in a fork() child (memprof__capture_after_fork): before any thread of the child can
- * exist, so a plain variable. */
-static bool forked_child;
+/* Whether DWARF stacks come from glibc's backtrace(), libgcc's unwinder, rather than from
+ * libunwind. libgcc (GCC 12 and later) finds a return address's unwind table with glibc's
+ * _dl_find_object() (2.35 and later), which reads the loader's list of objects without a
+ * lock. libunwind asks dl_iterate_phdr(), which takes the loader's lock, a recursive mutex
+ * that a signal handler must not take: a handler that allocates (and is sampled) while its
+ * thread is inside dl_iterate_phdr() or dladdr() -- C++ exception unwinding, backtrace(),
+ * the program's own walks -- interrupted the mutex's own lock or unlock, and waited for it
+ * for ever; and a fork() while another thread held it for libunwind left it held in the
+ * child, whose exit-time profile then waited for it in the symbolizer. So libunwind is used
+ * only where glibc has no _dl_find_object(), and there never in a fork() child (the flag
+ * is set by memprof__capture_after_fork(), before any thread of the child exists). Both
+ * give the same return addresses, starting with capture_dwarf's own. */
+static bool use_backtrace;
 
 void memprof__capture_after_fork(void)
 {
-    forked_child = true;
+    use_backtrace = true;
 }
 
 static MEMPROF_NOINLINE MEMPROF_SAMPLING_TEXT unsigned capture_dwarf(uintptr_t *frames,
@@ -120,8 +132,7 @@ static MEMPROF_NOINLINE MEMPROF_SAMPLING_TEXT unsigned capture_dwarf(uintptr_t *
 {
     void *buf[MEMPROF_CAPTURE_MAX + OWN_FRAMES_MARGIN + 1];
     int want = (int)max + OWN_FRAMES_MARGIN + 1;
-    /* Both return the same return addresses, starting with this function's. */
-    int got = MEMPROF_UNLIKELY(forked_child) ? backtrace(buf, want) : unw_backtrace(buf, want);
+    int got = MEMPROF_LIKELY(use_backtrace) ? backtrace(buf, want) : unw_backtrace(buf, want);
     int i = 0;
     while (i < got && is_own((uintptr_t)buf[i]))
         i++;
@@ -140,15 +151,19 @@ void memprof__capture_after_fork(void) {}
 void memprof__capture_warm_up(void)
 {
 #if HAVE_LIBUNWIND
+    /* glibc's backtrace() loads libgcc_s on first use (dlopen: allocates, takes the
+     * loader's lock): do that now, so that no sample and no fork child ever has to. */
+    void *buf[8];
+    backtrace(buf, 8);
+    if (dlsym(RTLD_DEFAULT, "_dl_find_object")) {
+        use_backtrace = true;
+        return;
+    }
     /* Before libunwind's first use in this process, which would open its pipe. */
     memprof__unwind_probes_install((const void *)unw_backtrace);
     uintptr_t frames[8];
     bool truncated;
     capture_dwarf(frames, 8, &truncated);
-    /* glibc's backtrace() loads libgcc_s on first use (dlopen: allocates, takes the
-     * loader's lock): do that now, so that a fork child never has to. */
-    void *buf[8];
-    backtrace(buf, 8);
 #endif
 }
 

@@ -2,12 +2,16 @@
 /*
  * Native stack capture for the sampling cold path.
  *
- * Two unwinders. DWARF (the default when built with libunwind): unw_backtrace(), which
- * follows the .eh_frame unwind tables and so sees through code built without frame pointers
- * (Debian's libc and python3); about 250 ns for 20 frames. Never an unw_step() loop, which
- * makes system calls per frame. Frame pointers (opt-in, ~40 ns): the walk never faults, since
- * every frame address is checked against [the walker's own frame, the top of the thread's
- * stack) before it is read, must be aligned, and must strictly increase.
+ * Two unwinders. DWARF (the default when built with libunwind) follows the .eh_frame unwind
+ * tables and so sees through code built without frame pointers (Debian's libc and python3):
+ * glibc's backtrace(), libgcc's unwinder, where glibc has _dl_find_object() (2.35 and later),
+ * which it reads without the loader's lock, so that a sample may be taken in a signal
+ * handler that interrupted the loader and no fork() child inherits that lock held by a
+ * sampling thread; libunwind's unw_backtrace() otherwise. About 250 ns for 20 frames either
+ * way. Never an unw_step() loop, which makes system calls per frame. Frame pointers (opt-in,
+ * ~40 ns): the walk never faults, since every frame address is checked against [the
+ * walker's own frame, the top of the thread's stack) before it is read, must be aligned,
+ * and must strictly increase.
  *
  * Frames inside the profiler's own code at the leaf end are skipped, so a stack starts at
  * the caller of malloc: the engine's sampling path (its own ELF section, which works when the
@@ -34,14 +38,15 @@ void memprof__capture_add_own_object(const void *addr);
 
 /* Whether the DWARF unwinder is compiled in. */
 bool memprof__capture_have_dwarf(void);
-/* Runs the DWARF unwinder once so that its lazy initialisation (caches, dl_iterate_phdr,
- * its own mmap pools) happens outside any hook. Call with the re-entrancy guard set. */
+/* Chooses the DWARF unwinder and runs it once so that its lazy initialisation (loading
+ * libgcc_s; libunwind's caches and mmap pools) happens outside any hook. Call with the
+ * re-entrancy guard set. */
 void memprof__capture_warm_up(void);
-/* Called in a fork() child: from now on DWARF captures use glibc's backtrace() (libgcc's
- * unwinder, which finds unwind tables with the lock-free _dl_find_object) instead of
- * libunwind, which calls dl_iterate_phdr: the loader's lock it takes may have been held at
- * fork time by another thread (another sample being unwound, the GOT backend patching
- * after a dlopen, the program's own dlopen) and then stays locked in the child forever. */
+/* Called in a fork() child: from now on DWARF captures use glibc's backtrace() also where
+ * the parent used libunwind, which calls dl_iterate_phdr: the loader's lock it takes may
+ * have been held at fork time by another thread (another sample being unwound, the GOT
+ * backend patching after a dlopen, the program's own dlopen) and then stays locked in the
+ * child forever. */
 void memprof__capture_after_fork(void);
 /* Captures with the given unwinder (see memprof__capture_fp for the contract; the DWARF
  * unwinder starts where it is called and ignores `from` and `stack_top`). */

@@ -30,7 +30,7 @@
  *
  * The switch is a few instructions of assembly whose call frame information says where the
  * program's stack continues (the frame address is in the callee-saved frame pointer
- * register), so unw_backtrace(), glibc's backtrace() in a fork child, debuggers and crash
+ * register), so unw_backtrace(), glibc's backtrace() (the DWARF unwinder), debuggers and crash
  * handlers unwind from the profiler's stack straight into the program's; the frame-pointer
  * walk starts from the frame the caller passes instead (capture.h). x86_64 only for now;
  * elsewhere, in sanitizer builds (which track one stack per thread), without a pool (the

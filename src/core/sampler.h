@@ -40,10 +40,17 @@ struct memprof_tls {
     uintptr_t stack_lo;  /* [stack_lo, stack_top): the mapping of the stack this thread */
     uintptr_t stack_top; /* last sampled on, for frame-pointer walks; 0, 0 = not known */
     uint32_t generation; /* engine generation the countdown was drawn for */
-    uint8_t guard;       /* set while profiler code runs on this thread (re-entrancy) */
+    uint8_t guard;       /* set while profiler code runs on this thread (re-entrancy); */
+                         /* MEMPROF_GUARD_PRIVATE: and its allocations avoid the real one */
     uint8_t seeded;      /* rng has been seeded (cleared in a fork child) */
     uint16_t thread;     /* threads.h index; 0 = not registered, UINT16_MAX = registry full */
 };
+
+/* The guard's value on a thread whose own allocations must not enter the real allocator,
+ * which it may have interrupted (a signal handler's exit()) holding its lock or in the middle
+ * of changing it: they come from the sample heap when the engine has one (wrappers.h). Any
+ * non-zero guard is a guard. */
+#define MEMPROF_GUARD_PRIVATE 2
 
 /* initial-exec: a __tls_get_addr call could itself allocate and recurse into the hooks. */
 extern MEMPROF_INTERNAL __thread struct memprof_tls memprof__tls

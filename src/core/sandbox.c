@@ -144,6 +144,8 @@ static const struct probe probes[] = {
     P(WRITER, SYS_pidfd_open, 1, 0),
     P(WRITER, SYS_pidfd_getfd, 3, 2, 0),
     P(WRITER, SYS_gettid, 0),
+    /* exit() waiting for the writer: the writer's processor time, its thread clock */
+    P(WRITER, SYS_clock_gettime, (uint64_t)-10 /* thread 1's */, 0),
     /* stopping the writer around unshare() and setns(): until the kernel let it go */
     P(WRITER, SYS_tgkill, 1, 1, 0),
     P(WRITER, SYS_clock_nanosleep, CLOCK_REALTIME, 0, 0, 0),

@@ -23,27 +23,44 @@
  * it as well (exit() waits for it), so that all of the plugin's symbolization happens in one
  * table: libdw's descriptors are numbers in the table that opened them.
  *
+ * The exit-time profile is always written by a writer: without MEMPROF_INTERVAL and
+ * MEMPROF_SIGNAL, exit() starts one for it, sharing the program's descriptor table (so the
+ * files are where they were when exit() wrote the profile itself). The thread that calls
+ * exit() may hold what writing needs: called from a signal handler (a daemon's SIGTERM
+ * handler), it may have interrupted glibc's malloc holding an arena's lock (or, in a
+ * single-threaded process, where malloc takes no lock, in the middle of changing the
+ * arena), the loader's lock, or the resolver's. Written on that thread, the profile would
+ * wait for itself for ever or corrupt the heap. The writer has an arena of its own, and
+ * exit() waits for it only while it makes progress: when the writer has slept for
+ * EXIT_STALL_S seconds without using the processor (it waits for something the exiting
+ * thread holds), exit() gives up the profile, counts the failure, says so in one line and
+ * lets the process end. Until the writer runs, the exiting thread's own allocations
+ * (pthread_create()'s) come from the sample heap (MEMPROF_GUARD_PRIVATE, wrappers.h), not
+ * from the arena it may hold.
+ *
  * Threads of its own. The writer is the only thread the plugin adds, and only with
- * MEMPROF_INTERVAL or MEMPROF_SIGNAL. A process with it is not single-threaded, which
- * unshare(CLONE_NEWUSER) (unshare(1), bubblewrap) and setns() into a user or mount
- * namespace require: those calls are intercepted (preload_namespaces.c) and stop the
- * writer for their duration (memprof__preload_writer_pause()): it finishes the dump it is
- * writing, exits, and the call waits until the kernel has let the thread go; then a new
- * writer starts.
+ * MEMPROF_INTERVAL or MEMPROF_SIGNAL (or for the moment of the exit-time profile). A process
+ * with it is not single-threaded, which unshare(CLONE_NEWUSER) (unshare(1), bubblewrap) and
+ * setns() into a user or mount namespace require: those calls are intercepted
+ * (preload_namespaces.c) and stop the writer for their duration
+ * (memprof__preload_writer_pause()): it finishes the dump it is writing, exits, and the
+ * call waits until the kernel has let the thread go; then a new writer starts.
  *
  * A forked child that exits writes its own profile: to the %p expansion of its pid, or,
  * when the path has no %p, to "<path>.<pid>", so it never overwrites its parent's file. The
- * writer does not survive fork(); a child whose parent had one starts its own at exit. What
- * the writer held at fork time: dump_lock is reset in the child; the resolver's locks (and
- * the loader's, taken inside them) are taken by the resolver's own fork handlers
- * (src/resolve/stacks.c), so the child never finds them held; and a profile's stream writes
- * only on the writer (src/api/output.c), so neither the child's exit() nor the program's
- * fflush(NULL) writes its buffered part to a descriptor of the program's.
+ * writer does not survive fork(); a child starts its own at exit (with a table of its own
+ * if its parent had a writer). What the writer held at fork time: dump_lock is reset in the
+ * child; the resolver's locks (and the loader's, taken inside them) are taken by the
+ * resolver's own fork handlers (src/resolve/stacks.c), so the child never finds them held;
+ * and a profile's stream writes only on the writer (src/api/output.c), so neither the
+ * child's exit() nor the program's fflush(NULL) writes its buffered part to a descriptor of
+ * the program's.
  */
 #define _GNU_SOURCE
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -86,8 +103,8 @@ static volatile sig_atomic_t exiting;
 static atomic_int exit_requested;
 /* The writer: the process it runs in (0: none in this process), its thread, its thread id,
  * and whether its descriptor table is its own. `wanted`: this process or its parent before
- * a fork started one, so exit() hands its profile to a writer. Started and stopped under
- * writer_ctl. */
+ * a fork started one for MEMPROF_INTERVAL or MEMPROF_SIGNAL, so the writer exit() starts
+ * has a table of its own too. Started and stopped under writer_ctl. */
 static pthread_mutex_t writer_ctl = PTHREAD_MUTEX_INITIALIZER;
 static pid_t writer_pid;
 static pthread_t writer_thread;
@@ -99,8 +116,12 @@ static bool wanted;
  * back only if it was not taken. */
 enum { STOP_NONE, STOP_ASKED, STOP_TAKEN };
 static atomic_int writer_stop;
-/* How long a pause waits for the dump in progress (a profile written to a FIFO waits for
- * its reader). */
+/* The first failure of the process has been reported (a forked child inherits it). */
+static int reported;
+
+/* How long exit() waits for a writer that makes no progress, and how long a pause waits
+ * for the dump in progress (a profile written to a FIFO waits for its reader). */
+#define EXIT_STALL_S 3
 #define PAUSE_WAIT_S 10
 
 /* Expands %p and %% in the output template for the given pid; false if too long or bad. */
@@ -130,7 +151,6 @@ static void count_failure(void)
  * (a forked child inherits its parent's count) is reported in one line. */
 static void dump(const char *why)
 {
-    static int reported;
     if (!cfg.output[0] || memprof__engine_readable() != 0)
         return;
     /* The program installed a seccomp filter that would kill it for a system call writing
@@ -291,6 +311,104 @@ static struct timespec in_seconds(clockid_t clock, long s)
     return t;
 }
 
+static long long ns_of(const struct timespec *t)
+{
+    return (long long)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+
+/* The scheduler state of thread `tid` of this process ('R' running or runnable, 'S' asleep
+ * in a wait it can be woken from -- a futex, a pipe --, 'D' waiting for the disk, ...),
+ * '?' if it cannot be read. System calls, not glibc's open() and read(): cancellation
+ * points, and the caller may have interrupted stdio. */
+static char thread_state(long tid)
+{
+    if (!memprof__sys_allowed(MEMPROF_SYS_PROC))
+        return '?';
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return '?';
+    long n = syscall(SYS_read, fd, buf, sizeof buf - 1);
+    syscall(SYS_close, fd);
+    if (n <= 0)
+        return '?';
+    buf[n] = 0;
+    const char *end = strrchr(buf, ')'); /* the name in parentheses may hold anything */
+    return end && end[1] == ' ' && end[2] ? end[2] : '?';
+}
+
+/* Waits for the writer `t` (kernel id `tid`) to post exit_done, for as long as it makes
+ * progress: gives up when for EXIT_STALL_S seconds it has used no processor time and slept
+ * in a wait it can be woken from, which is what a writer waiting for a lock the exiting
+ * thread holds does for ever. A writer that waits for the disk ('D': reading debug
+ * information, writing under memory pressure) or for a processor ('R') is waited for. Without
+ * its clock, waits as before. */
+static bool wait_for_exit_profile(pthread_t t, long tid)
+{
+    clockid_t cpu;
+    bool clocked = pthread_getcpuclockid(t, &cpu) == 0;
+    long long used = -1, still_since = 0;
+    for (;;) {
+        struct timespec tick = in_seconds(CLOCK_REALTIME, 0);
+        tick.tv_nsec += 100 * 1000 * 1000;
+        if (tick.tv_nsec >= 1000000000) {
+            tick.tv_sec++;
+            tick.tv_nsec -= 1000000000;
+        }
+        if (sem_timedwait(&exit_done, &tick) == 0)
+            return true;
+        struct timespec c, now;
+        if (errno == EINTR || !clocked || clock_gettime(cpu, &c) != 0)
+            continue;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        /* Less than 50 us of processor time since the last look counts as none. */
+        char state = thread_state(tid);
+        if (used < 0 || ns_of(&c) - used >= 50 * 1000 || (state != 'S' && state != '?')) {
+            used = ns_of(&c);
+            still_since = ns_of(&now);
+        } else if (ns_of(&now) - still_since >= (long long)EXIT_STALL_S * 1000000000) {
+            return false;
+        }
+    }
+}
+
+/* Hands the exit-time profile to a writer (started for it if none runs) and waits for it;
+ * false if no writer could be started. */
+static bool exit_profile_on_writer(void)
+{
+    /* Under a seccomp filter (core/sandbox.h) no writer is started: dump() in the exiting
+     * thread then only says why there is no profile, or writes it. */
+    if (!memprof__sys_allowed(MEMPROF_SYS_WRITE) || !memprof__sys_allowed(MEMPROF_SYS_WRITER))
+        return false;
+    /* A pause in progress holds writer_ctl: wait for it, a little. */
+    struct timespec until = in_seconds(CLOCK_REALTIME, 1);
+    if (pthread_mutex_timedlock(&writer_ctl, &until) != 0)
+        return false;
+    bool started = start_writer(wanted);
+    pthread_t t = writer_thread;
+    pthread_mutex_unlock(&writer_ctl);
+    if (!started)
+        return false;
+    atomic_store(&exit_requested, 1);
+    sem_post(&wakeup);
+    /* The writer's kernel id, once it has stored it (it does so first thing). */
+    long tid = 0;
+    for (int i = 0; i < 1000 && !(tid = atomic_load(&writer_tid)); i++) {
+        struct timespec tick = {0, 1000 * 1000};
+        nanosleep(&tick, NULL);
+    }
+    if (!wait_for_exit_profile(t, tid)) {
+        count_failure();
+        if (!reported++)
+            memprof__preload_say("memprof: no exit-time profile: its writing thread made no "
+                                 "progress for %d s (exit() was called where it holds what "
+                                 "writing needs, such as from a signal handler)",
+                                 EXIT_STALL_S);
+    }
+    return true;
+}
+
 bool memprof__preload_writer_pause(void)
 {
     if (writer_pid != getpid())
@@ -338,32 +456,28 @@ void memprof__preload_writer_resume(void)
 
 static void dump_at_exit(void)
 {
+    if (!cfg.output[0] || memprof__engine_readable() != 0)
+        return;
     /* exit() is not a cancellation point, but writing the profile makes calls that are
-     * (open, write, close; sem_wait while the writer writes): a thread with a pending
+     * (open, write, close; sem_timedwait while the writer writes): a thread with a pending
      * pthread_cancel() that calls exit() would be cancelled in here, holding dump_lock, and
      * the process would not end. The state is restored for whatever exit() runs next. */
     int cancel_state;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
-    /* Under a seccomp filter (core/sandbox.h), no writer is started (dump() in this thread
-     * then only says why there is no profile, or writes it). */
-    bool handed = false;
-    if (cfg.output[0] && wanted && memprof__sys_allowed(MEMPROF_SYS_WRITE) &&
-        memprof__sys_allowed(MEMPROF_SYS_WRITER)) {
-        pthread_mutex_lock(&writer_ctl);
-        handed = start_writer(true);
-        pthread_mutex_unlock(&writer_ctl);
-    }
-    if (handed) {
-        atomic_store(&exit_requested, 1);
-        sem_post(&wakeup);
-        while (sem_wait(&exit_done) != 0 && errno == EINTR)
-            ;
-    } else {
+    /* From here this thread's allocations (starting the writer) avoid the real allocator,
+     * which a signal handler calling exit() may have interrupted; a zero countdown sends
+     * every one of them to the cold path, where the guard is looked at. */
+    uint8_t guard = memprof__tls.guard;
+    memprof__tls.guard = MEMPROF_GUARD_PRIVATE;
+    memprof__tls.countdown = 0;
+    if (!exit_profile_on_writer()) {
+        /* No thread can be started (a limit on processes, a sandbox): write it here. */
         pthread_mutex_lock(&dump_lock);
         exiting = 1;
         dump("exit-time");
         pthread_mutex_unlock(&dump_lock);
     }
+    memprof__guard_leave(guard);
     pthread_setcancelstate(cancel_state, NULL);
 }
 

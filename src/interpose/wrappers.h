@@ -45,18 +45,33 @@ static inline void *memprof__heap_block(const struct memprof_allocator *a, size_
     return a->no_sample_heap ? NULL : memprof__sample_heap_alloc(n, align, zero);
 }
 
+/* An allocation of the profiler's own on a thread whose guard is MEMPROF_GUARD_PRIVATE
+ * (sampler.h): the thread that calls exit() while it starts the profile-writing thread
+ * (preload_dump.c) may have interrupted the real allocator in a signal handler, holding its
+ * lock. The sample heap takes no lock; NULL without one, and the caller uses the real
+ * allocator after all. */
+static inline void *memprof__private_alloc(const struct memprof_allocator *a, size_t n, bool zero)
+{
+    if (MEMPROF_LIKELY(memprof__tls.guard != MEMPROF_GUARD_PRIVATE) || n == 0)
+        return NULL;
+    return memprof__heap_block(a, n, 0, zero);
+}
+
 /* The sampled halves of the hot wrappers, out of line: the unsampled case then ends in a
  * tail call of the real function (no frame of ours, no return through us). In the sampling
  * text section so stack capture skips their frames. A sampled block comes from the sample
  * heap when the engine has one (the preload plugin's, or the GOT start's with glibc's chunk
  * framing) and it can serve the request exactly as the real allocator would; otherwise from
  * the real allocator. */
+
 MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE __attribute__((unused)) void *
 memprof__malloc_sampled(const struct memprof_allocator *a, size_t n)
 {
     int saved;
-    if (!memprof__sample_begin(n, &saved))
-        return a->malloc(n);
+    if (!memprof__sample_begin(n, &saved)) {
+        void *own = memprof__private_alloc(a, n, false);
+        return own ? own : a->malloc(n);
+    }
     void *p = memprof__heap_block(a, n, 0, false);
     if (!p)
         p = a->malloc(n);
@@ -68,8 +83,10 @@ MEMPROF_SAMPLING_TEXT static MEMPROF_NOINLINE __attribute__((unused)) void *
 memprof__calloc_sampled(const struct memprof_allocator *a, size_t n, size_t size, size_t total)
 {
     int saved;
-    if (!memprof__sample_begin(total, &saved))
-        return a->calloc(n, size);
+    if (!memprof__sample_begin(total, &saved)) {
+        void *own = memprof__private_alloc(a, total, true);
+        return own ? own : a->calloc(n, size);
+    }
     void *p = memprof__heap_block(a, total, 0, true);
     if (!p)
         p = a->calloc(n, size);
