@@ -54,20 +54,6 @@ size_t memprof_snapshot_view_site_count(const memprof_snapshot *snapshot, mempro
     return snapshot->view_nsites[view];
 }
 
-/* The q-quantile of a site's freed-sample lifetimes: its bucket's upper edge. */
-static uint64_t lifetime_quantile(const struct memprof_snap_site *site, double q)
-{
-    uint64_t total = 0, seen = 0;
-    for (unsigned b = 0; b < MEMPROF_HIST_LIFETIME_BUCKETS; b++)
-        total += site->lifetimes[b];
-    for (unsigned b = 0; b < MEMPROF_HIST_LIFETIME_BUCKETS && total; b++) {
-        seen += site->lifetimes[b];
-        if ((double)seen >= q * (double)total && site->lifetimes[b])
-            return memprof__hist_lifetime_bucket_end(b);
-    }
-    return 0;
-}
-
 int memprof_snapshot_view_site(const memprof_snapshot *snapshot, memprof_view view, size_t index,
                                memprof_view_site *out)
 {
@@ -84,8 +70,8 @@ int memprof_snapshot_view_site(const memprof_snapshot *snapshot, memprof_view vi
         .bytes = memprof__est_round(e->bytes),
         .count = memprof__est_round(e->count),
         .samples = e->samples,
-        .lifetime_p50_ns = lifetime_quantile(site, 0.5),
-        .lifetime_p90_ns = lifetime_quantile(site, 0.9),
+        .lifetime_p50_ns = memprof__lifetime_quantile(site->lifetimes, 0.5),
+        .lifetime_p90_ns = memprof__lifetime_quantile(site->lifetimes, 0.9),
         .leak_rate = view == MEMPROF_VIEW_LEAKS ? site->leak.rate : 0,
     };
     if (site->thread && site->thread <= snapshot->nthreads) {

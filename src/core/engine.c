@@ -109,7 +109,7 @@ static void count_free(const struct memprof_hm_entry *e)
         memprof_atomic_sub_relaxed(&s->live_est_bytes, w.bytes);
         memprof_atomic_sub_relaxed(&s->live_est_count_fp16, w.count_fp16);
         memprof_atomic_sub_relaxed(&s->live_var_q32, w.var_q32);
-        memprof_atomic_add_relaxed(&s->lifetimes[memprof__hist_lifetime_bucket(lifetime)], 1);
+        memprof_atomic_add_relaxed(&s->lifetimes[memprof__lifetime_bucket(lifetime)], 1);
         if (lifetime < memprof__engine_temp_threshold()) {
             memprof_atomic_add_relaxed(&s->temp_samples, 1);
             memprof_atomic_add_relaxed(&s->temp_est_bytes, w.bytes);

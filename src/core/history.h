@@ -38,29 +38,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/lifetime.h"
 #include "core/stacktab.h"
 
 #define MEMPROF_PEAK_MARGIN    64u /* a recording when the estimate passes peak + peak/64 */
 #define MEMPROF_PEAK_AMORTIZE  32u /* samples since the last recording >= stacks / 32 */
 #define MEMPROF_SERIES_CAP     1024u
 #define MEMPROF_SERIES_STEP_NS 1000000u /* the first step: 1 ms */
-
-/* Lifetime buckets (the same as export/profile.h's): bucket 0 under 1 us, bucket b in
- * 1 .. 14 lifetimes in [4^(b-1), 4^b) us, bucket 15 the rest. */
-#define MEMPROF_HIST_LIFETIME_BUCKETS 16u
-static inline unsigned memprof__hist_lifetime_bucket(uint64_t ns)
-{
-    unsigned b = 0;
-    for (uint64_t edge = 1000; b < MEMPROF_HIST_LIFETIME_BUCKETS - 1 && ns >= edge; edge <<= 2)
-        b++;
-    return b;
-}
-
-/* A bucket's upper edge in nanoseconds; UINT64_MAX for the last, open one. */
-static inline uint64_t memprof__hist_lifetime_bucket_end(unsigned b)
-{
-    return b + 1 < MEMPROF_HIST_LIFETIME_BUCKETS ? (uint64_t)1000 << (2 * b) : UINT64_MAX;
-}
 
 struct memprof_hist_point {
     uint64_t t_ns;  /* since the engine's time origin */

@@ -99,11 +99,10 @@ static void take_peak(struct memprof_snapshot *s, const uint32_t *site_of, size_
  * last bucket: four times its lower edge, about 18 minutes). */
 static uint64_t max_lifetime_ns(const struct memprof_snap_site *site)
 {
-    for (unsigned b = MEMPROF_HIST_LIFETIME_BUCKETS; b-- > 0;)
+    for (unsigned b = MEMPROF_LIFETIME_BUCKETS; b-- > 0;)
         if (site->lifetimes[b])
-            return b + 1 < MEMPROF_HIST_LIFETIME_BUCKETS
-                       ? memprof__hist_lifetime_bucket_end(b)
-                       : memprof__hist_lifetime_bucket_end(b - 1) * 4;
+            return b + 1 < MEMPROF_LIFETIME_BUCKETS ? memprof__lifetime_bucket_end_ns(b)
+                                                    : memprof__lifetime_bucket_end_ns(b - 1) * 4;
     return 0;
 }
 
@@ -290,7 +289,7 @@ int memprof__snapshot_take(struct memprof_snapshot **out)
         site->temp_est_bytes = memprof_atomic_load_relaxed(&st->temp_est_bytes);
         site->temp_est_count =
             (memprof_atomic_load_relaxed(&st->temp_est_count_fp16) + 32768) >> 16;
-        for (unsigned b = 0; b < MEMPROF_HIST_LIFETIME_BUCKETS; b++)
+        for (unsigned b = 0; b < MEMPROF_LIFETIME_BUCKETS; b++)
             site->lifetimes[b] = memprof_atomic_load_relaxed(&st->lifetimes[b]);
     }
     for (size_t i = 0; i < s->nsamples; i++) {

@@ -37,7 +37,7 @@ struct memprof_snap_site {
     /* Freed within the temporary threshold (cumulative), and freed samples per lifetime
      * bucket (history.h). */
     uint64_t temp_samples, temp_est_bytes, temp_est_count;
-    uint32_t lifetimes[MEMPROF_HIST_LIFETIME_BUCKETS];
+    uint32_t lifetimes[MEMPROF_LIFETIME_BUCKETS];
     struct memprof_leak_stat leak; /* of the live samples (leaks.h) */
     uint64_t first_ns;             /* time of the stack's first sample */
     uint16_t thread;               /* threads.h index; 0 = other or unknown threads */

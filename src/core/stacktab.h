@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/lifetime.h"
 #include "core/segments.h"
 
 #define MEMPROF_STACK_OVERFLOW_ID 0u
@@ -73,8 +74,8 @@ struct memprof_stack {
     _Atomic uint64_t temp_samples, temp_est_bytes, temp_est_count_fp16;
     /* CLOCK_MONOTONIC time of the stack's first sample (the leak statistic's window). */
     _Atomic uint64_t first_ns;
-    /* Freed samples per lifetime bucket (history.h's memprof__hist_lifetime_bucket()). */
-    _Atomic uint32_t lifetimes[16];
+    /* Freed samples per lifetime bucket (common/lifetime.h). */
+    _Atomic uint32_t lifetimes[MEMPROF_LIFETIME_BUCKETS];
 };
 
 struct memprof_stacktab {

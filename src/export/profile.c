@@ -16,9 +16,6 @@
 #include "resolve/stacks.h"
 #include "resolve/symbols.h"
 
-_Static_assert(MEMPROF_LIFETIME_BUCKETS == MEMPROF_HIST_LIFETIME_BUCKETS,
-               "the model's lifetime buckets are the engine's");
-
 /* Frames are equal when every field is: strings are interned by the resolver, so comparing
  * their pointers is enough. */
 static uint64_t frame_hash(const struct memprof_rframe *f)

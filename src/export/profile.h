@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/lifetime.h"
 #include "memprof/memprof.h"
 
 struct memprof_snapshot;
@@ -37,11 +38,6 @@ struct memprof_pframe {
     uint64_t load_bias;
     uint64_t sym_offset; /* address - start of the function, when known (0 otherwise) */
 };
-
-/* Lifetime buckets of freed samples: bucket 0 holds lifetimes under 1 us, bucket b in
- * 1 .. MEMPROF_LIFETIME_BUCKETS - 2 those in [4^(b-1), 4^b) us, the last one the rest
- * (4^14 us, about 4.5 minutes, or more). */
-#define MEMPROF_LIFETIME_BUCKETS 16
 
 struct memprof_pstack {
     const uint32_t *frames; /* indexes into memprof_profile.frames, leaf first */
@@ -134,10 +130,6 @@ void memprof__pstack_view(const struct memprof_pstack *st, enum memprof_view v,
 const char *memprof__view_name(enum memprof_view v);
 /* The view of a name, or -1 for an unknown one. */
 int memprof__view_by_name(const char *name);
-/* A lifetime bucket's upper edge in nanoseconds (UINT64_MAX for the last bucket). */
-uint64_t memprof__lifetime_bucket_end_ns(unsigned bucket);
-/* The bucket a lifetime falls in. */
-unsigned memprof__lifetime_bucket(uint64_t ns);
 /* The q-quantile (0 < q < 1) of a stack's freed-sample lifetimes, as the upper edge of the
  * bucket it falls in, in nanoseconds; 0 when nothing was freed. */
 uint64_t memprof__pstack_lifetime_quantile(const struct memprof_pstack *st, double q);

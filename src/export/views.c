@@ -55,35 +55,9 @@ void memprof__pstack_view(const struct memprof_pstack *st, enum memprof_view v,
     }
 }
 
-uint64_t memprof__lifetime_bucket_end_ns(unsigned bucket)
-{
-    if (bucket >= MEMPROF_LIFETIME_BUCKETS - 1)
-        return UINT64_MAX;
-    return (uint64_t)1000 << (2 * bucket); /* 1 us * 4^bucket */
-}
-
-unsigned memprof__lifetime_bucket(uint64_t ns)
-{
-    unsigned b = 0;
-    while (b < MEMPROF_LIFETIME_BUCKETS - 1 && ns >= memprof__lifetime_bucket_end_ns(b))
-        b++;
-    return b;
-}
-
 uint64_t memprof__pstack_lifetime_quantile(const struct memprof_pstack *st, double q)
 {
-    uint64_t total = 0;
-    for (unsigned b = 0; b < MEMPROF_LIFETIME_BUCKETS; b++)
-        total += st->lifetimes[b];
-    if (total == 0)
-        return 0;
-    double want = q * (double)total, seen = 0;
-    for (unsigned b = 0; b < MEMPROF_LIFETIME_BUCKETS; b++) {
-        seen += st->lifetimes[b];
-        if (seen >= want && st->lifetimes[b])
-            return memprof__lifetime_bucket_end_ns(b);
-    }
-    return memprof__lifetime_bucket_end_ns(MEMPROF_LIFETIME_BUCKETS - 1);
+    return memprof__lifetime_quantile(st->lifetimes, q);
 }
 
 /* ---- sites: stacks merged across threads -------------------------------------------------- */

@@ -139,7 +139,7 @@ static void test_frees_fill_lifetimes_and_temporary_counters(void)
     const struct memprof_snap_site *a = site_with(s, stack_a), *b = site_with(s, stack_b);
     CHECK(a && b);
     uint64_t freed_a = 0, freed_b = 0;
-    for (unsigned k = 0; k < MEMPROF_HIST_LIFETIME_BUCKETS; k++) {
+    for (unsigned k = 0; k < MEMPROF_LIFETIME_BUCKETS; k++) {
         freed_a += a->lifetimes[k];
         freed_b += b->lifetimes[k];
     }
@@ -156,14 +156,14 @@ static void test_frees_fill_lifetimes_and_temporary_counters(void)
 
 static void test_lifetime_buckets_are_powers_of_four_microseconds(void)
 {
-    EXPECT_EQ_U(memprof__hist_lifetime_bucket(0), 0);
-    EXPECT_EQ_U(memprof__hist_lifetime_bucket(999), 0);
-    EXPECT_EQ_U(memprof__hist_lifetime_bucket(1000), 1);
-    EXPECT_EQ_U(memprof__hist_lifetime_bucket(3999), 1);
-    EXPECT_EQ_U(memprof__hist_lifetime_bucket(4000), 2);
-    EXPECT_EQ_U(memprof__hist_lifetime_bucket(UINT64_MAX), MEMPROF_HIST_LIFETIME_BUCKETS - 1);
-    for (unsigned b = 0; b + 1 < MEMPROF_HIST_LIFETIME_BUCKETS; b++)
-        EXPECT_EQ_U(memprof__hist_lifetime_bucket(memprof__hist_lifetime_bucket_end(b) - 1), b);
+    EXPECT_EQ_U(memprof__lifetime_bucket(0), 0);
+    EXPECT_EQ_U(memprof__lifetime_bucket(999), 0);
+    EXPECT_EQ_U(memprof__lifetime_bucket(1000), 1);
+    EXPECT_EQ_U(memprof__lifetime_bucket(3999), 1);
+    EXPECT_EQ_U(memprof__lifetime_bucket(4000), 2);
+    EXPECT_EQ_U(memprof__lifetime_bucket(UINT64_MAX), MEMPROF_LIFETIME_BUCKETS - 1);
+    for (unsigned b = 0; b + 1 < MEMPROF_LIFETIME_BUCKETS; b++)
+        EXPECT_EQ_U(memprof__lifetime_bucket(memprof__lifetime_bucket_end_ns(b) - 1), b);
 }
 
 /* ---- the leak statistic ---- */
