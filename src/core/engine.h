@@ -3,7 +3,7 @@
  * The engine: the one global profiler instance, its lifecycle state machine, and the entry
  * points interposition backends call for every allocation and free.
  *
- * Lifecycle (spec section 9.2, with DESIGN.md's decisions):
+ * Lifecycle (doc/architecture.md, Decisions: Lifecycle):
  *   UNINITIALIZED --init--> INITIALIZED --start--> ACTIVE <--stop/start--> STOPPED
  *   any initialised state --shutdown--> SHUTDOWN (one-way)
  * ACTIVE samples allocations and tracks frees; STOPPED tracks frees only, so blocks freed
@@ -85,7 +85,7 @@ struct memprof_engine {
     _Atomic uint64_t freed_samples;
     _Atomic uint64_t reentrant_skips;
     _Atomic uint64_t truncated_stacks;
-    /* Unwinding health (spec section 8): native depth over all samples, the minimum, and
+    /* Unwinding health (doc/guarantees.md): native depth over all samples, the minimum, and
      * how many were shallow (< MEMPROF_SHALLOW_DEPTH frames). */
     _Atomic uint64_t depth_total;
     _Atomic uint32_t depth_min;

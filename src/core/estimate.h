@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unbiased estimates from Poisson samples (a deliberate departure from the seed spec's
- * "each sample weighs R", which makes a 100 MiB block count as 512 KiB).
+ * Unbiased estimates from Poisson samples (doc/architecture.md, Decisions: Estimator; the
+ * simpler "each sample weighs R" makes a 100 MiB block count as 512 KiB).
  *
  * An allocation of s bytes is sampled with probability p(s) = 1 - exp(-s/R) (sampler.h).
  * Weighting each sample by 1/p(s) gives the Horvitz-Thompson estimator: sum s/p(s) over

@@ -7,7 +7,7 @@
  * The real functions are found with dlsym(RTLD_NEXT) on first use. dlsym itself may
  * allocate, so while resolution is in progress allocations are served from a small static
  * bootstrap heap. If the real allocator cannot be found the process cannot continue:
- * this is the one place that prints a message and aborts (the spec's fail-fast case).
+ * this is the one place that prints a message and aborts (nothing can run without it).
  *
  * The semantics (errno, overflow checks, realloc's rules) live in the shared wrappers
  * (wrappers.h); this file adds the symbol exports and the bootstrap phase.

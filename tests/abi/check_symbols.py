@@ -30,7 +30,7 @@ PRIVATE_NODE = "MEMPROF_PRIVATE"
 # The plugin also exports the calls that need a single-threaded process, around which it
 # stops its profile-writing thread (src/interpose/preload_namespaces.c).
 THREAD_CALLS = {"unshare", "setns"}
-# What an LD_PRELOAD allocator shim may export (DESIGN.md, "Interposition backends").
+# What an LD_PRELOAD allocator shim may export (doc/architecture.md, Decisions: Interposition backends).
 ALLOCATOR_ENTRY_POINTS = {
     "malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalign",
     "aligned_alloc", "memalign", "valloc", "pvalloc", "malloc_usable_size", "free_sized",
