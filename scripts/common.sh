@@ -5,9 +5,9 @@
 # helper that configures a Meson build directory (or reconfigures an existing one).
 
 # What building the library needs (the optional libunwind and libdw included, so every
-# build directory finds the same features).
+# build directory finds the same features; libiberty-dev for C++ and Rust demangling).
 MEMPROF_BUILD_DEPS=(meson ninja-build gcc libc6-dev pkg-config libunwind-dev libdw-dev
-                    zlib1g-dev)
+                    zlib1g-dev libiberty-dev)
 # What the whole test suite needs on top: a second compiler and its libFuzzer runtime (the
 # pprof reader's fuzzing), the Python and Ruby development files and test tools for the
 # bindings' tests, other programs and allocators the integration and hardening tests run
