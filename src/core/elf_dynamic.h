@@ -106,45 +106,91 @@ static inline bool memprof__elf_defines(const struct memprof_elf_dynamic *d, uin
            strcmp(d->strtab + s->st_name, name) == 0;
 }
 
-/* The address of the function `name` that the object at `base` defines and exports (not an
- * indirect function), 0 if none: looked up through its GNU hash table, else its SysV one,
- * in memory, so without the dynamic loader's lock. */
-static inline uintptr_t memprof__elf_lookup(uintptr_t base, const struct memprof_elf_dynamic *d,
-                                            const char *name)
+/* The entries a name's hash leads to in an object's GNU hash table, else its SysV one: the
+ * few candidates to compare by name instead of a scan of every symbol. One walk for the
+ * lookups of got.c and the retargeting of libc's entries (preload_retarget.c), which differ
+ * only in what they do with a match. */
+struct memprof_elf_hash_walk {
+    const uint32_t *chain; /* GNU: hash values from symoffset on; SysV: next indices */
+    uint32_t next;         /* the next index to yield, 0 (or done) when there is none */
+    uint32_t limit;        /* GNU: symoffset; SysV: nchain */
+    uint32_t hash;         /* GNU: the name's hash */
+    bool gnu, done;
+};
+
+/* Starts the walk of `name`'s entries; false if the object has no hash table at all. */
+static inline bool memprof__elf_hash_begin(struct memprof_elf_hash_walk *w,
+                                           const struct memprof_elf_dynamic *d, const char *name)
 {
-    if (!d->symtab || !d->strtab)
-        return 0;
+    *w = (struct memprof_elf_hash_walk){.done = true};
     if (d->gnu_hash) {
         const uint32_t *gh = d->gnu_hash;
         uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_words = gh[2];
         const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gh + 4) + bloom_words);
-        const uint32_t *chain = buckets + nbuckets;
         uint32_t h = 5381;
         for (const unsigned char *c = (const unsigned char *)name; *c; c++)
             h = h * 33 + *c;
-        uint32_t i = nbuckets ? buckets[h % nbuckets] : 0;
-        if (i < symoffset)
-            return 0;
-        for (;; i++) {
-            uint32_t ch = chain[i - symoffset];
-            if ((ch | 1) == (h | 1) && memprof__elf_defines(d, i, name))
-                return base + d->symtab[i].st_value;
-            if (ch & 1)
-                return 0;
-        }
+        w->gnu = true;
+        w->chain = buckets + nbuckets;
+        w->limit = symoffset;
+        w->hash = h;
+        w->next = nbuckets ? buckets[h % nbuckets] : 0;
+        /* An empty bucket holds an index below symoffset. */
+        w->done = nbuckets == 0 || w->next < symoffset;
+        return true;
     }
     if (d->hash) {
-        uint32_t nbucket = d->hash[0], nchain = d->hash[1];
-        const uint32_t *bucket = d->hash + 2, *chain = bucket + nbucket;
+        uint32_t nbucket = d->hash[0];
+        const uint32_t *bucket = d->hash + 2;
         uint32_t h = 0;
         for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
             h = (h << 4) + *c;
             h = (h ^ ((h & 0xf0000000u) >> 24)) & 0x0fffffffu;
         }
-        for (uint32_t i = nbucket ? bucket[h % nbucket] : 0; i != 0 && i < nchain; i = chain[i])
-            if (memprof__elf_defines(d, i, name))
-                return base + d->symtab[i].st_value;
+        w->chain = bucket + nbucket;
+        w->limit = d->hash[1];
+        w->next = nbucket ? bucket[h % nbucket] : 0;
+        w->done = false;
+        return true;
     }
+    return false;
+}
+
+/* The next symbol index that may be `name` (its hash matches), false at the chain's end.
+ * The caller compares the name and whatever else it requires. */
+static inline bool memprof__elf_hash_next(struct memprof_elf_hash_walk *w, uint32_t *index)
+{
+    if (w->gnu) {
+        while (!w->done) {
+            uint32_t i = w->next++;
+            uint32_t h = w->chain[i - w->limit];
+            w->done = (h & 1) != 0; /* the low bit ends the chain */
+            if ((h | 1) == (w->hash | 1)) {
+                *index = i;
+                return true;
+            }
+        }
+        return false;
+    }
+    if (w->done || w->next == 0 || w->next >= w->limit)
+        return false;
+    *index = w->next;
+    w->next = w->chain[w->next];
+    return true;
+}
+
+/* The address of the function `name` that the object at `base` defines and exports (not an
+ * indirect function), 0 if none: looked up through its hash table in memory, so without
+ * the dynamic loader's lock. */
+static inline uintptr_t memprof__elf_lookup(uintptr_t base, const struct memprof_elf_dynamic *d,
+                                            const char *name)
+{
+    struct memprof_elf_hash_walk w;
+    if (!d->symtab || !d->strtab || !memprof__elf_hash_begin(&w, d, name))
+        return 0;
+    for (uint32_t i; memprof__elf_hash_next(&w, &i);)
+        if (memprof__elf_defines(d, i, name))
+            return base + d->symtab[i].st_value;
     return 0;
 }
 

@@ -59,45 +59,19 @@ static bool store_value(ElfW(Sym) * sym, struct target_value *v)
 }
 
 /* Retargets each defined function symbol called `name` (every version of it), found through
- * the GNU hash table or else the SysV one: a few probes per name instead of a scan of libc's
- * three thousand symbols, which every process under the plugin would pay. Returns false if
- * a store failed or libc has no hash table. */
+ * the object's hash table (memprof__elf_hash_begin): a few probes per name instead of a
+ * scan of libc's three thousand symbols, which every process under the plugin would pay.
+ * Returns false if a store failed or libc has no hash table. */
 static bool retarget_named(const struct memprof_elf_dynamic *d, const char *name,
                            struct target_value *v)
 {
-    if (d->gnu_hash) {
-        const uint32_t *gh = d->gnu_hash;
-        uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_words = gh[2];
-        const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gh + 4) + bloom_words);
-        const uint32_t *chain = buckets + nbuckets;
-        uint32_t h = 5381;
-        for (const unsigned char *c = (const unsigned char *)name; *c; c++)
-            h = h * 33 + *c;
-        uint32_t i = nbuckets ? buckets[h % nbuckets] : 0;
-        if (i < symoffset)
-            return true; /* an empty bucket: no such symbol */
-        for (;; i++) {
-            uint32_t ch = chain[i - symoffset];
-            if ((ch | 1) == (h | 1) && is_named(d, i, name) && !store_value(&d->symtab[i], v))
-                return false;
-            if (ch & 1)
-                return true;
-        }
-    }
-    if (d->hash) {
-        uint32_t nbucket = d->hash[0], nchain = d->hash[1];
-        const uint32_t *bucket = d->hash + 2, *chain = bucket + nbucket;
-        uint32_t h = 0;
-        for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
-            h = (h << 4) + *c;
-            h = (h ^ ((h & 0xf0000000u) >> 24)) & 0x0fffffffu;
-        }
-        for (uint32_t i = nbucket ? bucket[h % nbucket] : 0; i != 0 && i < nchain; i = chain[i])
-            if (is_named(d, i, name) && !store_value(&d->symtab[i], v))
-                return false;
-        return true;
-    }
-    return false;
+    struct memprof_elf_hash_walk w;
+    if (!memprof__elf_hash_begin(&w, d, name))
+        return false;
+    for (uint32_t i; memprof__elf_hash_next(&w, &i);)
+        if (is_named(d, i, name) && !store_value(&d->symtab[i], v))
+            return false;
+    return true;
 }
 
 bool memprof__preload_retarget_libc(const struct memprof_retarget *targets, size_t n)
