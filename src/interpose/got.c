@@ -242,28 +242,28 @@ static int got_mlockall(int flags)
     return memprof__engine_mlockall(flags, real_mlockall);
 }
 
-/* The ways of installing a seccomp filter (seccomp.h): the engine gets ready for it first.
- * Each reads as many arguments as glibc's own does, whatever the caller passed. */
+/* The ways of installing a seccomp filter (seccomp.h): the engine gets ready for it first. */
 typedef long syscall_fn(long, ...);
 typedef int prctl_fn(int, ...);
 static syscall_fn *real_syscall;
 static prctl_fn *real_prctl;
 
+static long forward_syscall(long nr, const long *a)
+{
+    return real_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+static int forward_prctl(int option, const unsigned long *a)
+{
+    return real_prctl(option, a[0], a[1], a[2], a[3]);
+}
+
 static long got_syscall(long nr, ...)
 {
     va_list ap;
     va_start(ap, nr);
-    long a[6];
-    for (int i = 0; i < 6; i++)
-        a[i] = va_arg(ap, long);
+    long rc = memprof__seccomp_syscall(nr, ap, forward_syscall);
     va_end(ap);
-    bool strict;
-    const void *fprog;
-    if (!memprof__syscall_seccomp(nr, a, &strict, &fprog))
-        return real_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
-    uint32_t marked = memprof__engine_seccomp_before(strict, fprog);
-    long rc = real_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
-    memprof__engine_seccomp_after(marked, rc != -1);
     return rc;
 }
 
@@ -271,17 +271,8 @@ static int got_prctl(int option, ...)
 {
     va_list ap;
     va_start(ap, option);
-    unsigned long a[4];
-    for (int i = 0; i < 4; i++)
-        a[i] = va_arg(ap, unsigned long);
+    int rc = memprof__seccomp_prctl(option, ap, forward_prctl);
     va_end(ap);
-    bool strict;
-    const void *fprog;
-    if (!memprof__prctl_seccomp(option, a[0], a[1], &strict, &fprog))
-        return real_prctl(option, a[0], a[1], a[2], a[3]);
-    uint32_t marked = memprof__engine_seccomp_before(strict, fprog);
-    int rc = real_prctl(option, a[0], a[1], a[2], a[3]);
-    memprof__engine_seccomp_after(marked, rc != -1);
     return rc;
 }
 

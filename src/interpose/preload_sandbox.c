@@ -72,50 +72,35 @@ static long raw_syscall(long nr, const long *a)
     return ret;
 }
 
-static long forward(long nr, const long *a)
+static long forward_syscall(long nr, const long *a)
 {
     syscall_fn *f = atomic_load_explicit(&next_syscall, memory_order_relaxed);
     return f ? f(nr, a[0], a[1], a[2], a[3], a[4], a[5]) : raw_syscall(nr, a);
 }
 
-/* syscall() takes at most six arguments after the number; reading six is what glibc's own
- * does whatever the caller passed. */
+static int forward_prctl(int option, const unsigned long *a)
+{
+    prctl_fn *f = atomic_load_explicit(&next_prctl, memory_order_relaxed);
+    if (f)
+        return f(option, a[0], a[1], a[2], a[3]);
+    long args[6] = {option, (long)a[0], (long)a[1], (long)a[2], (long)a[3], 0};
+    return (int)raw_syscall(SYS_prctl, args);
+}
+
 EXPORT long syscall(long nr, ...)
 {
     va_list ap;
     va_start(ap, nr);
-    long a[6];
-    for (int i = 0; i < 6; i++)
-        a[i] = va_arg(ap, long);
+    long rc = memprof__seccomp_syscall(nr, ap, forward_syscall);
     va_end(ap);
-    bool strict;
-    const void *fprog;
-    if (__builtin_expect(memprof__syscall_seccomp(nr, a, &strict, &fprog), 0)) {
-        uint32_t marked = memprof__engine_seccomp_before(strict, fprog);
-        long rc = forward(nr, a);
-        memprof__engine_seccomp_after(marked, rc != -1);
-        return rc;
-    }
-    return forward(nr, a);
+    return rc;
 }
 
-/* prctl() reads four arguments after the option, as glibc's does. */
 EXPORT int prctl(int option, ...)
 {
     va_list ap;
     va_start(ap, option);
-    unsigned long a[4];
-    for (int i = 0; i < 4; i++)
-        a[i] = va_arg(ap, unsigned long);
+    int rc = memprof__seccomp_prctl(option, ap, forward_prctl);
     va_end(ap);
-    prctl_fn *f = atomic_load_explicit(&next_prctl, memory_order_relaxed);
-    long args[6] = {option, (long)a[0], (long)a[1], (long)a[2], (long)a[3], 0};
-    bool strict;
-    const void *fprog;
-    bool filter = memprof__prctl_seccomp(option, a[0], a[1], &strict, &fprog);
-    uint32_t marked = filter ? memprof__engine_seccomp_before(strict, fprog) : 0;
-    int rc = f ? f(option, a[0], a[1], a[2], a[3]) : (int)raw_syscall(SYS_prctl, args);
-    if (filter)
-        memprof__engine_seccomp_after(marked, rc != -1);
     return rc;
 }
