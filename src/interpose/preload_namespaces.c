@@ -16,28 +16,14 @@
 #define _GNU_SOURCE
 #include "config.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <sched.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "interpose/preload.h"
+#include "interpose/preload_next.h"
 
 #define EXPORT __attribute__((visibility("default")))
-
-/* The next definition of `name`, looked up on first use; NULL (errno ENOSYS) if none. */
-static void *next_fn(_Atomic(void *) *cache, const char *name)
-{
-    void *f = atomic_load_explicit(cache, memory_order_acquire);
-    if (!f) {
-        f = dlsym(RTLD_NEXT, name);
-        atomic_store_explicit(cache, f, memory_order_release);
-    }
-    if (!f)
-        errno = ENOSYS;
-    return f;
-}
 
 static _Atomic(void *) next_unshare, next_setns;
 
@@ -54,7 +40,7 @@ static int resumed(bool paused, int rc)
 
 EXPORT int unshare(int flags)
 {
-    int (*f)(int) = (int (*)(int))next_fn(&next_unshare, "unshare");
+    int (*f)(int) = (int (*)(int))memprof__preload_next(&next_unshare, "unshare");
     if (!f)
         return -1;
     /* CLONE_NEWUSER implies CLONE_THREAD; these three need the caller to be alone. */
@@ -65,7 +51,7 @@ EXPORT int unshare(int flags)
 
 EXPORT int setns(int fd, int nstype)
 {
-    int (*f)(int, int) = (int (*)(int, int))next_fn(&next_setns, "setns");
+    int (*f)(int, int) = (int (*)(int, int))memprof__preload_next(&next_setns, "setns");
     if (!f)
         return -1;
     /* 0: whatever namespace fd is (a pidfd may name several). */

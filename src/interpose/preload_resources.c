@@ -14,34 +14,18 @@
 #define _GNU_SOURCE
 #include "config.h"
 
-#include <dlfcn.h>
-#include <errno.h>
-#include <stdatomic.h>
 #include <sys/mman.h>
 
+#include "interpose/preload_next.h"
 #include "interpose/wrappers.h"
 
 #define EXPORT __attribute__((visibility("default")))
-
-/* The next definition of `name`, looked up on first use. NULL only if libc has none: the
- * caller then fails with ENOSYS. */
-static void *next_fn(_Atomic(void *) *cache, const char *name)
-{
-    void *f = atomic_load_explicit(cache, memory_order_acquire);
-    if (!f) {
-        f = dlsym(RTLD_NEXT, name);
-        atomic_store_explicit(cache, f, memory_order_release);
-    }
-    if (!f)
-        errno = ENOSYS;
-    return f;
-}
 
 static _Atomic(void *) next_mlockall;
 
 EXPORT int mlockall(int flags)
 {
-    int (*f)(int) = (int (*)(int))next_fn(&next_mlockall, "mlockall");
+    int (*f)(int) = (int (*)(int))memprof__preload_next(&next_mlockall, "mlockall");
     if (!f)
         return -1;
     return memprof__engine_mlockall(flags, f);
