@@ -99,9 +99,12 @@ typedef struct memprof_frame_source {
  *
  * May be called before or after memprof_init(). Sampling threads start calling `capture`
  * at their next sample.
- * @param source the callbacks (copied).
- * @return a source id (>= 0) for memprof_unregister_frame_source(); `-EINVAL` for a NULL or
- *         incomplete source; `-ENOSPC` if MEMPROF_MAX_FRAME_SOURCES are registered.
+ * @param source the callbacks (copied). `size` may be that of an older or a newer header:
+ *        fields a newer header added are accepted while they are zero.
+ * @return a source id (>= 0) for memprof_unregister_frame_source(), never given to another
+ *         registration of this process; `-EINVAL` for a NULL or incomplete source, a size
+ *         below version 1.0's, or a newer field set; `-ENOSPC` if MEMPROF_MAX_FRAME_SOURCES
+ *         are registered, or after 255 registrations in one process.
  *         Thread-safe. Not callable from an allocation hook. @since 1.0
  */
 MEMPROF_API int memprof_register_frame_source(const memprof_frame_source *source);
@@ -110,7 +113,8 @@ MEMPROF_API int memprof_register_frame_source(const memprof_frame_source *source
  * @brief **memprof_unregister_frame_source()** stops capturing from a source.
  *
  * Stacks captured earlier still resolve through the source's `resolve` callback until this
- * returns; afterwards their interpreter frames show as "[unknown runtime frame]". A capture
+ * returns; stacks first resolved afterwards show their native frames only (the eval loop's
+ * included), never frames of a source registered later. A capture
  * already running on another thread may still complete: keep `ctx` valid until those
  * threads have allocated again (or until exit).
  * @param source_id the id memprof_register_frame_source() returned.

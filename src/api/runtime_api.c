@@ -6,14 +6,31 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
+#include <string.h>
 
 #include "core/engine.h"
 #include "core/sources.h"
 #include "memprof/runtime.h"
 
+/* The struct as version 1.0 defined it: a binding built against that header passes this size
+ * and must keep working when the struct grows. */
+#define SOURCE_SIZE_1_0 (offsetof(memprof_frame_source, ctx) + sizeof(void *))
+
 int memprof_register_frame_source(const memprof_frame_source *source)
 {
-    return memprof__sources_register(source);
+    if (!source || source->size < SOURCE_SIZE_1_0)
+        return -EINVAL;
+    /* A newer header's fields are accepted only while unset, as memprof_init_config() does:
+     * a callback this library cannot call must not be dropped silently. */
+    for (size_t i = sizeof *source; i < source->size; i++)
+        if (((const unsigned char *)source)[i])
+            return -EINVAL;
+    memprof_frame_source full;
+    memset(&full, 0, sizeof full);
+    memcpy(&full, source, source->size < sizeof full ? source->size : sizeof full);
+    full.size = sizeof full;
+    return memprof__sources_register(&full);
 }
 
 int memprof_unregister_frame_source(int source_id)

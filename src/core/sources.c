@@ -2,6 +2,11 @@
 /*
  * Runtime frame-source registry (sources.h): registration, lock-free capture from the cold
  * path, and lookup for the resolver.
+ *
+ * Stacks keep the tag of the source that captured their interpreter frames for the life of
+ * the process, so a tag is never given to a second registration: a slot freed by
+ * unregistration is reused under a new tag, and the stacks of the old source do not resolve
+ * through the new one's callbacks. Tags fit the stack record's byte (1 .. 255).
  */
 #include "core/sources.h"
 
@@ -15,11 +20,25 @@
 
 static struct slot {
     _Atomic int active;
+    _Atomic unsigned tag; /* the registration's tag; written under the lock, before `active` */
     memprof_frame_source src;
     char name[32];
 } slots[MEMPROF_MAX_FRAME_SOURCES];
 static _Atomic int nactive;
+static unsigned last_tag; /* under the lock */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define MAX_TAG 255u
+
+/* The active slot registered under `tag`, or NULL. */
+static struct slot *slot_of(unsigned tag)
+{
+    for (int i = 0; i < MEMPROF_MAX_FRAME_SOURCES; i++)
+        if (memprof_atomic_load_acquire(&slots[i].active) &&
+            memprof_atomic_load_relaxed(&slots[i].tag) == tag)
+            return &slots[i];
+    return NULL;
+}
 
 int memprof__sources_register(const memprof_frame_source *src)
 {
@@ -28,7 +47,7 @@ int memprof__sources_register(const memprof_frame_source *src)
         return -EINVAL;
     pthread_mutex_lock(&lock);
     int rc = -ENOSPC;
-    for (int i = 0; i < MEMPROF_MAX_FRAME_SOURCES; i++) {
+    for (int i = 0; i < MEMPROF_MAX_FRAME_SOURCES && last_tag < MAX_TAG; i++) {
         struct slot *s = &slots[i];
         if (memprof_atomic_load_relaxed(&s->active))
             continue;
@@ -36,23 +55,25 @@ int memprof__sources_register(const memprof_frame_source *src)
         s->src.size = sizeof s->src;
         snprintf(s->name, sizeof s->name, "%s", src->name ? src->name : "runtime");
         s->src.name = s->name;
+        memprof_atomic_store_relaxed(&s->tag, ++last_tag);
         memprof_atomic_store_release(&s->active, 1);
         memprof_atomic_add_relaxed(&nactive, 1);
-        rc = i;
+        rc = (int)last_tag - 1;
         break;
     }
     pthread_mutex_unlock(&lock);
     return rc;
 }
 
-int memprof__sources_unregister(int index)
+int memprof__sources_unregister(int id)
 {
-    if (index < 0 || index >= MEMPROF_MAX_FRAME_SOURCES)
+    if (id < 0 || id >= (int)MAX_TAG)
         return -EINVAL;
     pthread_mutex_lock(&lock);
     int rc = -EINVAL;
-    if (memprof_atomic_load_relaxed(&slots[index].active)) {
-        memprof_atomic_store_release(&slots[index].active, 0);
+    struct slot *s = slot_of((unsigned)id + 1);
+    if (s) {
+        memprof_atomic_store_release(&s->active, 0);
         memprof_atomic_sub_relaxed(&nactive, 1);
         rc = 0;
     }
@@ -71,7 +92,7 @@ unsigned memprof__sources_capture(uint64_t *ids, unsigned max, unsigned *source)
             continue;
         unsigned n = s->src.capture(s->src.ctx, ids, max);
         if (n > 0) {
-            *source = (unsigned)i + 1;
+            *source = memprof_atomic_load_relaxed(&s->tag);
             return n < max ? n : max;
         }
     }
@@ -80,8 +101,6 @@ unsigned memprof__sources_capture(uint64_t *ids, unsigned max, unsigned *source)
 
 const memprof_frame_source *memprof__sources_get(unsigned source)
 {
-    if (source == 0 || source > MEMPROF_MAX_FRAME_SOURCES)
-        return NULL;
-    struct slot *s = &slots[source - 1];
-    return memprof_atomic_load_acquire(&s->active) ? &s->src : NULL;
+    struct slot *s = source ? slot_of(source) : NULL;
+    return s ? &s->src : NULL;
 }

@@ -56,7 +56,7 @@ struct memprof_stack {
     uint16_t native_depth; /* frames[0..native_depth) are return addresses, leaf first; the
                               rest are interpreter frame ids from a frame source, innermost
                               first */
-    uint8_t source;        /* frame source index + 1, 0 = native frames only */
+    uint8_t source;        /* frame source tag (sources.h), 0 = native frames only */
     uint16_t thread;       /* the allocating thread (threads.h), part of the stack's identity */
     /* Sampled (unweighted) counters, updated in cold paths. */
     _Atomic uint64_t live_samples, live_bytes;
@@ -103,7 +103,7 @@ uint64_t memprof__st_hash(const uintptr_t *frames, unsigned depth);
 uint32_t memprof__st_intern(struct memprof_stacktab *st, const uintptr_t *frames, unsigned depth,
                             bool truncated);
 /* Interns a mixed stack: `native` return addresses followed by depth - native interpreter
- * frame ids of frame source `source` (index + 1; 0 if none), allocated by thread `thread`
+ * frame ids of frame source `source` (its tag, sources.h; 0 if none), allocated by thread `thread`
  * (threads.h; 0 if not known). */
 uint32_t memprof__st_intern_mixed(struct memprof_stacktab *st, const uintptr_t *frames,
                                   unsigned depth, unsigned native, unsigned source, unsigned thread,

@@ -105,6 +105,22 @@ TEST_KEEP_FRAME static void run_nested(void)
     __asm__ volatile("" ::: "memory");
 }
 
+TEST_KEEP_FRAME static void run_before_reuse(void)
+{
+    fake_eval_loop(30, 2, alloc_once);
+    __asm__ volatile("" ::: "memory");
+}
+
+/* A second runtime that names every frame its own way. */
+static int impostor_resolve(void *ctx, uint64_t id, memprof_runtime_frame *out)
+{
+    (void)ctx, (void)id;
+    out->function = "impostor_frame";
+    out->file = "impostor.fake";
+    out->line = 1;
+    return 0;
+}
+
 /* ---- checks ------------------------------------------------------------------------------- */
 
 /* Index of the first frame named `fn` in stack, or -1. */
@@ -207,6 +223,52 @@ static void test_registration_is_validated(void)
     CHECK(memprof_unregister_frame_source(MEMPROF_MAX_FRAME_SOURCES) == -EINVAL);
 }
 
+/* A binding built against a newer header passes a larger struct: accepted while the fields
+ * this library does not know are unset, refused when one is set; a struct smaller than the
+ * first version's is refused. */
+static void test_struct_sizes_of_other_headers(void)
+{
+    struct {
+        memprof_frame_source src;
+        void *newer_callback;
+    } big = {.src = {.size = sizeof big,
+                     .capture = fake_capture,
+                     .resolve = impostor_resolve,
+                     .is_eval_frame = fake_is_eval}};
+    int id = memprof_register_frame_source(&big.src);
+    CHECK(id >= 0);
+    CHECK(memprof_unregister_frame_source(id) == 0);
+    big.newer_callback = &big;
+    CHECK(memprof_register_frame_source(&big.src) == -EINVAL);
+    memprof_frame_source small = big.src;
+    small.size = sizeof small - 1;
+    CHECK(memprof_register_frame_source(&small) == -EINVAL);
+}
+
+/* Stacks captured under a source that was unregistered never resolve through a source
+ * registered later in its place: they lose their interpreter frames, not gain foreign ones. */
+static void test_stacks_of_a_gone_source_do_not_resolve_through_its_successor(int id)
+{
+    run_before_reuse(); /* captured under `id`, not resolved yet */
+    CHECK(memprof_unregister_frame_source(id) == 0);
+    memprof_frame_source other = {.size = sizeof other,
+                                  .name = "other",
+                                  .capture = fake_capture,
+                                  .resolve = impostor_resolve,
+                                  .is_eval_frame = fake_is_eval};
+    int other_id = memprof_register_frame_source(&other);
+    CHECK(other_id >= 0 && other_id != id);
+    memprof_snapshot *s = NULL;
+    CHECK(memprof_get_snapshot(&s) == 0);
+    uint32_t stack;
+    CHECK(stack_with(s, "run_before_reuse", &stack) == 0);
+    CHECK(find_frame(s, stack, "impostor_frame") < 0);
+    CHECK(find_frame(s, stack, "fake_eval_loop") >= 0);
+    memprof_free_snapshot(s);
+    CHECK(memprof_unregister_frame_source(id) == -EINVAL); /* its id is not the successor's */
+    CHECK(memprof_unregister_frame_source(other_id) == 0);
+}
+
 int main(void)
 {
     memprof__backend_register(); /* this test feeds the engine itself */
@@ -235,8 +297,8 @@ int main(void)
     test_nested_eval_loops_get_their_own_frames(s);
     memprof_free_snapshot(s);
     test_reported_blocks_are_freed();
-    CHECK(memprof_unregister_frame_source(id) == 0);
-    CHECK(memprof_unregister_frame_source(id) == -EINVAL);
+    test_struct_sizes_of_other_headers();
+    test_stacks_of_a_gone_source_do_not_resolve_through_its_successor(id);
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     return failures ? 1 : 0;
