@@ -81,8 +81,9 @@ int memprof_cli_view_by_name(const char *name);
 
 /* ---- files ---------------------------------------------------------------------------------- */
 
-/* Reads a pprof profile written by memprof ("-" is standard input). On failure prints one
- * line naming the file and the reason and returns NULL. */
+/* Reads a pprof profile written by memprof ("-" is standard input); function names it holds
+ * still mangled (C++, Rust) come back demangled. On failure prints one line naming the file
+ * and the reason and returns NULL. */
 struct memprof_profile *memprof_cli_read_profile(const char *path);
 
 /* Checks that a file can be created in the directory that would hold `path` (by creating

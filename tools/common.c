@@ -28,6 +28,7 @@
 #include "cli.h"
 #include "core/engine.h" /* MEMPROF_MAX_RATE */
 #include "export/pprof.h"
+#include "resolve/demangle.h"
 
 /* ---- messages ------------------------------------------------------------------------------- */
 
@@ -240,6 +241,35 @@ static int read_all(int fd, size_t max, unsigned char **data, size_t *len)
     return 0;
 }
 
+/* Names demangled in profiles read back. They live as long as the command (pointed at from
+ * here, so no leak checker reports them), however many profiles it reads and frees. */
+static char **demangled;
+static size_t ndemangled, demangled_cap;
+
+/* Demangles the function names a profile holds still mangled: profiles written by older
+ * versions, which demangled C++ only when the program had a C++ runtime loaded, and Rust
+ * never. Out of memory, a name stays as it is. */
+static void demangle_frames(struct memprof_profile *p)
+{
+    for (size_t i = 0; i < p->nframes; i++) {
+        char *readable = memprof__demangle(p->frames[i].function);
+        if (!readable)
+            continue;
+        if (ndemangled == demangled_cap) {
+            size_t cap = demangled_cap ? demangled_cap * 2 : 64;
+            char **v = realloc(demangled, cap * sizeof *v);
+            if (!v) {
+                free(readable);
+                return;
+            }
+            demangled = v;
+            demangled_cap = cap;
+        }
+        demangled[ndemangled++] = readable;
+        p->frames[i].function = readable;
+    }
+}
+
 struct memprof_profile *memprof_cli_read_profile(const char *path)
 {
     bool is_stdin = !strcmp(path, "-");
@@ -291,6 +321,7 @@ struct memprof_profile *memprof_cli_read_profile(const char *path)
                           err[0] ? err : "not a profile written by memprof");
         return NULL;
     }
+    demangle_frames(p);
     return p;
 }
 

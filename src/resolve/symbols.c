@@ -27,6 +27,7 @@
 #endif
 
 #include "core/hash.h"
+#include "resolve/demangle.h"
 #include "resolve/strpool.h"
 
 #define MAX_INLINE_DEPTH 32
@@ -36,30 +37,25 @@ static uint64_t n_resolved, n_unresolved;
 
 /* ---- demangling ------------------------------------------------------------------------- */
 
-/* C++ names are demangled with the C++ runtime's own __cxa_demangle when the process has
- * one loaded (every C++ program does); libmemprof itself does not link libstdc++. */
+/* The profiler demangles C++ and Rust names itself (demangle.h), whatever the process
+ * loaded. Symbol-table names may carry an ELF symbol version ("memcpy@@GLIBC_2.14"), which
+ * is no part of the function's name. */
 static const char *demangle(const char *versioned)
 {
-    static char *(*cxa_demangle)(const char *, char *, size_t *, int *);
-    static int looked_up;
     if (!versioned)
         return NULL;
-    /* Symbol-table names may carry an ELF symbol version ("memcpy@@GLIBC_2.14"). */
-    char name[1024];
-    snprintf(name, sizeof name, "%s", versioned);
-    char *at = strchr(name, '@');
-    if (at && at != name)
-        *at = 0;
-    if (name[0] != '_' || name[1] != 'Z')
-        return memprof__strpool_intern(name);
-    if (!looked_up) {
-        *(void **)&cxa_demangle = dlsym(RTLD_DEFAULT, "__cxa_demangle");
-        looked_up = 1;
+    char *readable = memprof__demangle(versioned);
+    if (readable) {
+        const char *out = memprof__strpool_intern(readable);
+        free(readable);
+        return out;
     }
-    int status = -1;
-    char *d = cxa_demangle ? cxa_demangle(name, NULL, NULL, &status) : NULL;
-    const char *out = memprof__strpool_intern(status == 0 && d ? d : name);
-    free(d);
+    const char *at = strchr(versioned, '@');
+    if (!at || at == versioned)
+        return memprof__strpool_intern(versioned);
+    char *name = strndup(versioned, (size_t)(at - versioned));
+    const char *out = memprof__strpool_intern(name);
+    free(name);
     return out;
 }
 

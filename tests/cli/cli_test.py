@@ -740,6 +740,67 @@ def foreign_pprof():
     return msg
 
 
+def read_varint(b, i):
+    n = shift = 0
+    while True:
+        n |= (b[i] & 0x7F) << shift
+        shift += 7
+        i += 1
+        if b[i - 1] < 0x80:
+            return n, i
+
+
+def rename_strings(raw, renames):
+    """A pprof message with some of its string-table entries (field 6) replaced."""
+    out, i = bytearray(), 0
+    while i < len(raw):
+        key, j = read_varint(raw, i)
+        kind = key & 7
+        if kind == 0:
+            _, j = read_varint(raw, j)
+        elif kind == 1:
+            j += 8
+        elif kind == 5:
+            j += 4
+        else:
+            n, j = read_varint(raw, j)
+            j += n
+            if key >> 3 == 6 and bytes(raw[j - n:j]) in renames:
+                out += field(6, renames[bytes(raw[j - n:j])])
+                i = j
+                continue
+        out += raw[i:j]
+        i = j
+    return bytes(out)
+
+
+def t_report_demangles(tmp):
+    """Names a profile holds still mangled (written by older versions, which demangled C++
+    only in programs with a C++ runtime and Rust never) are demangled by report: C++, Rust
+    legacy (hash dropped) and Rust v0, in text and collapsed output."""
+    need_plugin()
+    src = os.path.join(tmp, "plain.pb.gz")
+    p = run_prog(tmp, "alloc", "400", "1000", opts=["-r", "16K", "-q", "-o", src])
+    check(p.returncode == 0, "exit %d" % p.returncode)
+    with open(src, "rb") as f:
+        raw = gzip.decompress(f.read())
+    path = os.path.join(tmp, "mangled.pb.gz")
+    with open(path, "wb") as f:
+        f.write(gzip.compress(rename_strings(raw, {
+            b"grow_cache": b"_ZN3foo10grow_cacheEmm",
+            b"parse_input": b"_ZN7mycrate11parse_input17h0123456789abcdefE",
+            b"main": b"_RNvCs1a2b3c_7mycrate4main"})))
+    r = memprof("report", "--format", "collapsed", path)
+    check(r.returncode == 0, "report: exit %d" % r.returncode)
+    print(r.out)
+    check(re.search(r"(^|;)mycrate::main;(.*;)?foo::grow_cache\(unsigned long, unsigned long\) "
+                    r"\d+$", r.out, re.M), "no demangled stack main -> grow_cache")
+    r = memprof("report", "--view", "alloc", path)
+    check("mycrate::parse_input" in r.out, "the Rust legacy name is not demangled")
+    check(not re.search(r"_ZN|_RNv|::h0123", r.out), "mangled names or hashes left in the "
+          "report")
+
+
 def t_report_bad_input(tmp):
     cases = {
         "empty.pb.gz": b"",

@@ -229,6 +229,30 @@ def cmd_collapsed_profile(a):
               % (total, a.min_bytes))
 
 
+def cmd_rust_profile(a):
+    """A real Rust program: every frame of its collapsed profile is demangled."""
+    rustc = a.rustc or shutil.which("rustc")
+    if not rustc:
+        print("SKIP: no rustc")
+        return SKIP
+    with tempfile.TemporaryDirectory(prefix="memprof-rust-") as tmp:
+        prog = os.path.join(tmp, "rust_site")
+        p = run([rustc, "-g", "-C", "force-frame-pointers=yes", "--crate-name",
+                 "memprof_rust_site", "-o", prog, a.source], clean_env(), timeout=300)
+        show("rustc", p)
+        check(p.returncode == 0, "rustc could not build the test program")
+        a.program, a.args = prog, []
+        path = os.path.join(tmp, "prof.folded")
+        profiled_run(a, tmp, path)
+        lines = open(path, errors="replace").read().splitlines()
+        print("\n".join(lines[:20]))
+        frames = {f for ln in lines for f in ln.rsplit(" ", 1)[0].split(";")}
+        mangled = sorted(f for f in frames if f.startswith(("_ZN", "_R")))
+        check(not mangled, "frames left mangled: %s" % mangled[:5])
+        check(any("memprof_rust_site::hold_blocks" in ln for ln in lines),
+              "no stack through memprof_rust_site::hold_blocks")
+
+
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
 
@@ -493,6 +517,12 @@ def main():
         s.add_argument("--repeat", type=int, default=1)
         s.add_argument("args", nargs="*")
         s.set_defaults(func=func)
+
+    s = sub.add_parser("rust-profile")
+    s.add_argument("--preload", required=True)
+    s.add_argument("--rustc", help="the Rust compiler (else rustc on PATH; none: skip)")
+    s.add_argument("--source", required=True)
+    s.set_defaults(func=cmd_rust_profile)
 
     s = sub.add_parser("env-value")
     s.add_argument("--preload", required=True)
