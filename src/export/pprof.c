@@ -28,13 +28,23 @@
  *   into the UNRESOLVED flag.
  * - Functions: name = system_name = the function name (we only have one), filename, no
  *   start line. One per distinct (name, file).
- * - Mappings: one per (module path, build id, load bias), the main binary (the first module
- *   that is not a shared object) first. memory_start/limit span the addresses seen, and
- *   file_offset = memory_start - load_bias, so that address - memory_start + file_offset =
- *   address - load_bias, the address in the ELF file (how pprof maps a runtime address to
- *   the file; the reader recovers load_bias = memory_start - file_offset). has_functions,
- *   has_filenames, has_line_numbers are true when every location of the mapping has them;
- *   has_inline_frames when one of them has inlined lines.
+ * - Mappings follow pprof's conventions, so that pprof, Parca and Pyroscope can symbolize
+ *   a profile with the binaries (`go tool pprof -symbolize=local`): one per memory mapping
+ *   of a module that holds an address, as /proc/PID/maps shows it: memory_start and
+ *   memory_limit the PT_LOAD segment's extent rounded out to pages, file_offset the file
+ *   offset of memory_start (the segment's p_offset rounded down), filename the module's
+ *   path, build_id its GNU build id in hex. pprof finds the segment by that offset in the
+ *   file's program headers and computes the load bias from it. The main binary (the first
+ *   module that is not a shared object) comes first. Frames whose mapping is not known (a
+ *   model read from an older file) get one mapping per (module, build id, load bias)
+ *   spanning the addresses seen, with file_offset = memory_start - load_bias.
+ *   has_functions, has_filenames, has_line_numbers are true when every location of the
+ *   mapping has them (so a profile written unsymbolized, MEMPROF_SYMBOLIZE=0, says false
+ *   and pprof symbolizes it); has_inline_frames when one of them has inlined lines.
+ * - Location addresses of native frames are the return address minus one, inside the call
+ *   instruction as profile.proto allows, so a tool that symbolizes the address names the
+ *   call's line, as the in-process resolver does; the extension's CALL_ADDRESSES says so and
+ *   the reader adds the one back.
  * - Per-sample NumLabels carrying what pprof has no field for, each omitted when zero:
  *   "live_samples" and "alloc_samples" (count), "inuse_space_sd" (bytes) and
  *   "inuse_objects_sd" (count), the standard deviations of the in-use estimates rounded to
@@ -46,8 +56,10 @@
  *   the allocating thread as the string label "thread" (its name, or "thread TID") and
  *   "thread_id" (its kernel thread id), so `pprof -tagfocus thread=...` selects it.
  * - Field MEMPROF_PPROF_EXTENSION of Profile (pprof.h), a message pprof skips: the peak's
- *   time, the run's duration and the temporary threshold in nanoseconds, and the heap over
- *   time as three packed columns (time since start, live bytes, allocated bytes).
+ *   time, the run's duration and the temporary threshold in nanoseconds, the heap over
+ *   time as three packed columns (time since start, live bytes, allocated bytes), each
+ *   mapping's load bias in mapping id order (packed; what the reader needs to find an
+ *   address in the file without opening it) and CALL_ADDRESSES = 1.
  * - Profile comments: one human-readable line, then "memprof.KEY=VALUE" lines: format=1 (the
  *   reader requires it: it is how a memprof file is told from other pprof files), version,
  *   the whole-heap inuse_space, inuse_objects, live_samples, inuse_space_var and
@@ -191,7 +203,8 @@ static uint64_t hash_bytes(const void *data, size_t len, uint64_t seed)
 struct mapping {
     uint32_t file, build_id; /* string ids */
     uint64_t load_bias;
-    uint64_t lo, hi; /* lowest and highest address seen */
+    uint64_t lo, hi;               /* lowest and highest address seen */
+    uint64_t start, limit, offset; /* the memory mapping, when known (limit != 0) */
     bool has_functions, has_filenames, has_lines, has_inline;
     uint32_t id; /* final id (main binary first) */
 };
@@ -314,12 +327,17 @@ static uint32_t mapping_of(struct writer *w, const struct memprof_pframe *f)
     uint32_t file = intern(w, f->module), bid = intern(w, f->build_id);
     if (file == UINT32_MAX || bid == UINT32_MAX)
         return UINT32_MAX;
-    uint64_t h = memprof__mix64(((uint64_t)file << 32 | bid) ^ memprof__mix64(f->load_bias));
+    /* A memory mapping of the module when the frame knows it, else the module. */
+    uint64_t limit = f->map_limit > f->map_start ? f->map_limit : 0,
+             start = limit ? f->map_start : 0;
+    uint64_t h = memprof__mix64(((uint64_t)file << 32 | bid) ^ memprof__mix64(f->load_bias) ^
+                                memprof__mix64(start + 1));
     for (size_t k = hindex_start(&w->map_index, h); w->map_index.slots[k].index1;
          k = (k + 1) & w->map_index.mask) {
         uint32_t i = w->map_index.slots[k].index1 - 1;
         const struct mapping *m = &w->maps[i];
-        if (m->file == file && m->build_id == bid && m->load_bias == f->load_bias)
+        if (m->file == file && m->build_id == bid && m->load_bias == f->load_bias &&
+            m->start == start && m->limit == limit)
             return i + 1;
     }
     if (!grow(&w->maps, &w->map_cap, w->nmaps, sizeof *w->maps) ||
@@ -329,6 +347,9 @@ static uint32_t mapping_of(struct writer *w, const struct memprof_pframe *f)
         .file = file,
         .build_id = bid,
         .load_bias = f->load_bias,
+        .start = start,
+        .limit = limit,
+        .offset = limit ? f->map_offset : 0,
         .lo = UINT64_MAX,
         .hi = 0,
         .has_functions = true,
@@ -390,7 +411,9 @@ static uint32_t location_of(struct writer *w, const struct memprof_pstack *st, u
     if (map == UINT32_MAX)
         return 0;
     struct location cand = {
-        .address = (owner->flags & MEMPROF_FRAME_RUNTIME) ? 0 : owner->address,
+        /* Inside the call instruction (see the top). */
+        .address =
+            (owner->flags & MEMPROF_FRAME_RUNTIME) || !owner->address ? 0 : owner->address - 1,
         .mapping = map,
         .first_line = w->nlines,
     };
@@ -608,10 +631,16 @@ static void encode_mappings(struct writer *w)
         /* file_offset = lo - load_bias keeps address - start + offset = address - bias; a
          * bias above the lowest address would be meaningless (negative file addresses). */
         uint64_t offset = lo >= mp->load_bias ? lo - mp->load_bias : 0;
+        uint64_t limit = hi == UINT64_MAX ? hi : hi + 1;
+        if (mp->limit) {
+            lo = mp->start;
+            limit = mp->limit;
+            offset = mp->offset;
+        }
         size_t m = memprof__pb_begin(&w->out, PROFILE_MAPPING);
         memprof__pb_uint(&w->out, MAPPING_ID, mp->id);
         memprof__pb_uint(&w->out, MAPPING_MEMORY_START, lo);
-        memprof__pb_uint(&w->out, MAPPING_MEMORY_LIMIT, hi == UINT64_MAX ? hi : hi + 1);
+        memprof__pb_uint(&w->out, MAPPING_MEMORY_LIMIT, limit);
         memprof__pb_uint(&w->out, MAPPING_FILE_OFFSET, offset);
         memprof__pb_uint(&w->out, MAPPING_FILENAME, mp->file);
         memprof__pb_uint(&w->out, MAPPING_BUILD_ID, mp->build_id);
@@ -715,6 +744,16 @@ static void encode_extension(struct writer *w)
         packed_column(w, MEMPROF_PPROF_EXT_SERIES_LIVE, offsetof(struct memprof_ppoint, live));
         packed_column(w, MEMPROF_PPROF_EXT_SERIES_ALLOC, offsetof(struct memprof_ppoint, alloc));
     }
+    if (w->nmaps) {
+        /* In mapping id order: the main binary's first (encode_mappings). */
+        size_t b = memprof__pb_begin(&w->out, MEMPROF_PPROF_EXT_MAPPING_BIAS);
+        for (uint32_t id = 1; id <= w->nmaps; id++)
+            for (uint32_t i = 0; i < w->nmaps; i++)
+                if (w->maps[i].id == id)
+                    memprof__pb_raw_varint(&w->out, w->maps[i].load_bias);
+        memprof__pb_end(&w->out, b);
+    }
+    memprof__pb_uint(&w->out, MEMPROF_PPROF_EXT_CALL_ADDRESSES, 1);
     memprof__pb_end(&w->out, m);
 }
 

@@ -32,6 +32,8 @@ enum {
     MEMPROF_PPROF_EXT_SERIES_T_NS = 4, /* packed; the series' three columns, same length */
     MEMPROF_PPROF_EXT_SERIES_LIVE = 5,
     MEMPROF_PPROF_EXT_SERIES_ALLOC = 6,
+    MEMPROF_PPROF_EXT_MAPPING_BIAS = 7,   /* packed; each mapping's load bias, by id */
+    MEMPROF_PPROF_EXT_CALL_ADDRESSES = 8, /* 1: location addresses are return addresses - 1 */
 };
 
 /* The longest series the reader accepts (the engine keeps at most about 1,000 points). */

@@ -85,7 +85,9 @@ struct rfunc {
 };
 
 struct rmap {
-    uint64_t id, start, offset, file, build_id;
+    uint64_t id, start, limit, offset, file, build_id;
+    uint64_t bias; /* from the extension (pprof.h) when has_bias */
+    bool has_bias;
 };
 
 struct rline {
@@ -156,6 +158,7 @@ struct reader {
     uint64_t label_keys[NLABELS + 1]; /* string ids of label_names[], UINT64_MAX if absent */
     uint64_t thread_key;              /* string id of "thread", UINT64_MAX if absent */
     struct view extension;            /* MEMPROF_PPROF_EXTENSION, n = 0 if absent */
+    bool call_addresses;              /* locations hold return addresses - 1 (pprof.c) */
 
     /* From the comments. */
     bool have_format;
@@ -541,6 +544,9 @@ static int decode_mappings(struct reader *r)
             case 2:
                 rc = varint_field(r, &f, &m->start, "mapping.memory_start");
                 break;
+            case 3:
+                rc = varint_field(r, &f, &m->limit, "mapping.memory_limit");
+                break;
             case 4:
                 rc = varint_field(r, &f, &m->offset, "mapping.file_offset");
                 break;
@@ -551,7 +557,7 @@ static int decode_mappings(struct reader *r)
                 rc = varint_field(r, &f, &m->build_id, "mapping.build_id");
                 break;
             default:
-                break; /* memory_limit and the has_* flags: the model has no use for them */
+                break; /* the has_* flags: the model has no use for them */
             }
         }
         if (rc)
@@ -563,6 +569,48 @@ static int decode_mappings(struct reader *r)
             return -EINVAL;
     }
     return build_idmap(r, &r->map_ids, r->nmaps, &r->maps[0].id, sizeof *r->maps, "mapping");
+}
+
+/* What the extension says about mappings and addresses (pprof.h): each mapping's load bias,
+ * by mapping id, and whether location addresses are return addresses - 1. Without it (older
+ * files) the bias is memory_start - file_offset, how those files wrote it. */
+static int decode_mapping_extension(struct reader *r)
+{
+    if (!r->extension.n)
+        return 0;
+    struct memprof_pb_reader pr = {r->extension.p, r->extension.p + r->extension.n};
+    struct memprof_pb_field f, biases = {0};
+    const char *why = NULL;
+    size_t nbiases = 0;
+    int more;
+    while ((more = memprof__pb_next(&pr, &f, &why)) == 1) {
+        if (f.number == MEMPROF_PPROF_EXT_CALL_ADDRESSES) {
+            uint64_t v = 0;
+            int rc = varint_field(r, &f, &v, "extension.call_addresses");
+            if (rc)
+                return rc;
+            r->call_addresses = v == 1;
+        } else if (f.number == MEMPROF_PPROF_EXT_MAPPING_BIAS) {
+            if (memprof__pb_count_varints(&f, &nbiases) != 0)
+                return fail(r, "malformed mapping biases");
+            biases = f;
+        }
+    }
+    if (more < 0)
+        return fail(r, "malformed memprof extension (%s)", why);
+    if (!nbiases || nbiases != r->nmaps)
+        return 0; /* not this file's mappings (a merge by another tool): do without */
+    uint64_t *v = alloc_array(nbiases, sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    memprof__pb_get_varints(&biases, v);
+    for (size_t i = 0; i < r->nmaps; i++)
+        if (r->maps[i].id >= 1 && r->maps[i].id <= nbiases) {
+            r->maps[i].bias = v[r->maps[i].id - 1];
+            r->maps[i].has_bias = true;
+        }
+    free(v);
+    return 0;
 }
 
 /* Decodes one Line into *out (function resolved). */
@@ -1076,9 +1124,13 @@ static int build(struct reader *r, size_t total_frames, struct memprof_profile *
         struct memprof_pframe base = {
             .module = m ? cs[m->file] : NULL,
             .build_id = m ? cs[m->build_id] : NULL,
-            .address = l->address,
-            /* pprof.c: file_offset = memory_start - load_bias (wrapping is harmless). */
-            .load_bias = m ? m->start - m->offset : 0,
+            /* The model holds return addresses (pprof.c). */
+            .address = l->address && r->call_addresses && !runtime ? l->address + 1 : l->address,
+            /* Older files: file_offset = memory_start - load_bias (wrapping is harmless). */
+            .load_bias = m ? (m->has_bias ? m->bias : m->start - m->offset) : 0,
+            .map_start = m && m->has_bias ? m->start : 0,
+            .map_limit = m && m->has_bias ? m->limit : 0,
+            .map_offset = m && m->has_bias ? m->offset : 0,
             .flags = runtime ? MEMPROF_FRAME_RUNTIME : 0,
         };
         struct memprof_pframe *fr = &p->frames[l->first_frame];
@@ -1253,7 +1305,7 @@ static int read_profile(struct reader *r, const uint8_t *data, size_t len,
         return fail(r, "string_table[0] is not the empty string");
     if ((rc = decode_comments(r)) != 0 || (rc = decode_sample_types(r)) != 0 ||
         (rc = decode_functions(r)) != 0 || (rc = decode_mappings(r)) != 0 ||
-        (rc = decode_locations(r)) != 0)
+        (rc = decode_mapping_extension(r)) != 0 || (rc = decode_locations(r)) != 0)
         return rc;
     if (r->period > INT64_MAX)
         return fail(r, "negative period");

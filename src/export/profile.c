@@ -85,7 +85,10 @@ int memprof__profile_from_snapshot(const struct memprof_snapshot *s, struct memp
                                                                 .flags = f->flags,
                                                                 .address = f->address,
                                                                 .load_bias = f->load_bias,
-                                                                .sym_offset = f->sym_offset};
+                                                                .sym_offset = f->sym_offset,
+                                                                .map_start = f->map_start,
+                                                                .map_limit = f->map_limit,
+                                                                .map_offset = f->map_offset};
                 table[k] = (uint32_t)++p->nframes;
             }
             *idx++ = table[k] - 1;

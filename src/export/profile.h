@@ -37,6 +37,9 @@ struct memprof_pframe {
     uint64_t address; /* 0 for runtime frames */
     uint64_t load_bias;
     uint64_t sym_offset; /* address - start of the function, when known (0 otherwise) */
+    /* The module's memory mapping holding the address, page-aligned, and the file offset
+     * of its start (what pprof's Mapping holds); map_limit 0 when not known. */
+    uint64_t map_start, map_limit, map_offset;
 };
 
 struct memprof_pstack {

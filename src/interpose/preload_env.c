@@ -27,6 +27,10 @@
  *                   name the plugin (preload_retarget.c); otherwise always 0.
  *   MEMPROF_TEMP_THRESHOLD  freed allocations younger than this are temporary (the
  *                   temporary view): a duration such as 1ms (the default), 250us or 0.5s.
+ *   MEMPROF_SYMBOLIZE  1 (default) writes profiles with function names, files and lines;
+ *                   0 writes addresses with their modules' mappings and build ids only, a
+ *                   cheaper exit, for `memprof report --symbolize` (or pprof) to name later
+ *                   (`memprof run` does this and symbolizes after the program exits).
  *   MEMPROF_QUIET   1 silences every message.
  * Writing the profiles is preload_dump.c's job.
  */
@@ -48,6 +52,7 @@
 #include "core/engine.h"
 #include "core/sandbox.h"
 #include "interpose/preload.h"
+#include "resolve/symbols.h"
 #include "memprof/memprof.h"
 
 static int quiet;
@@ -155,6 +160,9 @@ void memprof__preload_configure(bool sample_heap_ok)
                 "not glibc's",
                 sheap);
     }
+
+    if (!parse_bool("MEMPROF_SYMBOLIZE", getenv("MEMPROF_SYMBOLIZE"), 1))
+        memprof__sym_set_symbolize(false);
 
     const char *rate_s = getenv("MEMPROF_RATE");
     uint64_t rate = memprof__parse_rate(rate_s);

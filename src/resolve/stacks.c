@@ -132,6 +132,9 @@ static struct memprof_rstack *build(struct memprof_stacktab *st, const struct me
                 .address = frames[i],
                 .load_bias = sym->load_bias,
                 .sym_offset = j + 1 == sym->nframes ? sym->sym_offset : 0,
+                .map_start = sym->map_start,
+                .map_limit = sym->map_limit,
+                .map_offset = sym->map_offset,
                 .flags = (sf->inlined ? MEMPROF_FRAME_INLINED : 0) |
                          (sf->function ? 0 : MEMPROF_FRAME_UNRESOLVED),
             };

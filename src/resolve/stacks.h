@@ -23,6 +23,8 @@ struct memprof_rframe {
     uint64_t address; /* 0 for runtime frames */
     uint64_t load_bias;
     uint64_t sym_offset; /* address - function start, when known */
+    /* The module's segment holding the address (symbols.h), 0 when not known. */
+    uint64_t map_start, map_limit, map_offset;
 };
 
 struct memprof_rstack {

@@ -27,6 +27,7 @@
 #endif
 
 #include "core/hash.h"
+#include "resolve/debugfind.h"
 #include "resolve/demangle.h"
 #include "resolve/strpool.h"
 
@@ -34,6 +35,7 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t n_resolved, n_unresolved;
+static bool symbolize = true; /* memprof__sym_set_symbolize() */
 
 /* ---- demangling ------------------------------------------------------------------------- */
 
@@ -75,6 +77,8 @@ struct module_query {
     uintptr_t pc;
     const char *path;
     uintptr_t bias;
+    uintptr_t map_start, map_limit;
+    uint64_t map_offset;
     char build_id[2 * 64 + 1];
     int found;
 };
@@ -90,6 +94,24 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *data)
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         uintptr_t start = info->dlpi_addr + ph->p_vaddr;
         contains = ph->p_type == PT_LOAD && q->pc >= start && q->pc < start + ph->p_memsz;
+        if (contains) {
+            /* The segment as mmap() placed it (/proc/self/maps): whole pages, the start's
+             * file offset being p_offset rounded down as p_vaddr is (the two agree modulo
+             * the page size). One exception: pprof takes a mapping of a shared object at
+             * file offset 0 for a kernel image (elfexec.GetBase's kernelBase(), "offset ==
+             * 0") and computes its base as start - p_vaddr, wrong whenever p_vaddr !=
+             * p_offset: lld puts the code of a small PIE at offset 0x700, vaddr 0x1700, in
+             * the file's first page. Such a segment is described by its exact start and
+             * p_offset, the same runtime-to-file map, which pprof computes right. */
+            uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), skew = start & (page - 1);
+            q->map_start = start - skew;
+            q->map_limit = (start + ph->p_memsz + page - 1) & ~(page - 1);
+            q->map_offset = ph->p_offset >= skew ? ph->p_offset - skew : 0;
+            if (q->map_offset == 0 && ph->p_offset != 0 && ph->p_vaddr != ph->p_offset) {
+                q->map_start = start;
+                q->map_offset = ph->p_offset;
+            }
+        }
     }
     if (!contains)
         return 0;
@@ -304,18 +326,34 @@ static int adds_cb(struct dl_phdr_info *info, size_t size, void *data)
 }
 
 /* (Re)reads the process's modules when objects were loaded since the last report. */
+/* Separate debug files from this machine only (symbols.h: libdw's standard search would
+ * ask the servers of DEBUGINFOD_URLS from inside the profiled program). */
+static int find_local_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+                                Dwarf_Addr base, const char *file_name, const char *debuglink,
+                                GElf_Word crc, char **debuginfo_file_name)
+{
+    (void)userdata, (void)modname, (void)base, (void)crc;
+    return memprof__debug_find(mod, file_name, debuglink, NULL, 0, debuginfo_file_name);
+}
+
 static void dwfl_refresh(void)
 {
-    static const Dwfl_Callbacks callbacks = {
+    static Dwfl_Callbacks callbacks = {
         .find_elf = dwfl_linux_proc_find_elf,
-        .find_debuginfo = dwfl_standard_find_debuginfo,
+        .find_debuginfo = find_local_debuginfo,
     };
     unsigned long long adds = 0;
     dl_iterate_phdr(adds_cb, &adds);
     if (dwfl && adds == reported_adds)
         return;
-    if (!dwfl && !(dwfl = dwfl_begin(&callbacks)))
-        return;
+    if (!dwfl) {
+        /* The user may let the process ask debuginfod itself (symbols.h). */
+        const char *ask = getenv("MEMPROF_DEBUGINFOD");
+        if (ask && !strcmp(ask, "1"))
+            callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+        if (!(dwfl = dwfl_begin(&callbacks)))
+            return;
+    }
     dwfl_report_begin(dwfl);
     dwfl_linux_proc_report(dwfl, getpid());
     dwfl_report_end(dwfl, NULL, NULL);
@@ -534,6 +572,8 @@ static struct memprof_sym *resolve(uintptr_t pc)
     dl_iterate_phdr(module_cb, &q);
     const char *path = q.found ? (q.path && q.path[0] ? q.path : main_program_path()) : NULL;
     path = memprof__strpool_intern(path);
+    if (!symbolize)
+        goto done; /* the module and its segment are all a later symbolization needs */
 #if HAVE_LIBDW
     dwfl_refresh();
     Dwfl_Module *mod = dwfl ? dwfl_addrmodule(dwfl, lookup) : NULL;
@@ -569,21 +609,53 @@ static struct memprof_sym *resolve(uintptr_t pc)
             sym_offset = pc - (uintptr_t)dl.dli_saddr;
         }
     }
+done:
     if (n == 0)
         n = 1, frames[0] = (struct memprof_sym_frame){0};
     struct memprof_sym *s = malloc(sizeof *s + n * sizeof *frames);
     if (!s)
         return NULL;
-    *s = (struct memprof_sym){
-        .pc = pc, .module = path, .load_bias = q.bias, .sym_offset = sym_offset, .nframes = n};
+    *s = (struct memprof_sym){.pc = pc,
+                              .module = path,
+                              .load_bias = q.bias,
+                              .sym_offset = sym_offset,
+                              .map_start = q.map_start,
+                              .map_limit = q.map_limit,
+                              .map_offset = q.map_offset,
+                              .nframes = n};
     s->build_id = q.build_id[0] ? memprof__strpool_intern(q.build_id) : NULL;
     memcpy(s->frames, frames, n * sizeof *frames);
-    if (s->frames[n - 1].function)
+    /* Unsymbolized on purpose is not unresolved: the command resolves it later and counts. */
+    if (s->frames[n - 1].function || !symbolize)
         n_resolved++;
     else
         n_unresolved++;
     return s;
 }
+
+void memprof__sym_set_symbolize(bool on)
+{
+    pthread_mutex_lock(&lock);
+    symbolize = on;
+    pthread_mutex_unlock(&lock);
+}
+
+#if HAVE_LIBDW
+unsigned memprof__sym_module_frames(struct Dwfl_Module *mod, const char *key, uintptr_t addr,
+                                    struct memprof_sym_frame *frames, unsigned max,
+                                    uintptr_t *sym_offset)
+{
+    pthread_mutex_lock(&lock);
+    Dwarf_Addr bias = 0;
+    uintptr_t off = 0;
+    dwfl_module_getelf(mod, &bias);
+    const char *symname = symtab_lookup(key, mod, addr - bias, &off);
+    *sym_offset = symname ? off + 1 : 0;
+    unsigned n = dwarf_frames(mod, addr, symname, frames, max);
+    pthread_mutex_unlock(&lock);
+    return n == 1 && !frames[0].function && !frames[0].file ? 0 : n;
+}
+#endif
 
 static struct memprof_sym **cache;
 static size_t cache_cap, cache_used;

@@ -9,13 +9,22 @@
  * built with it; otherwise dladdr() plus the module's own ELF symbol table (function names
  * even for static functions, no lines). Results are cached per address for the life of the
  * process. Runs only on user threads at resolve/snapshot/export time, never in a hook.
+ *
+ * Separate debug files are looked for on this machine only (debugfind.h): libdw's standard
+ * search would ask the debuginfod servers of DEBUGINFOD_URLS, so a profiled program's exit
+ * would make network connections. MEMPROF_DEBUGINFOD=1 allows that; the `memprof` command
+ * asks debuginfod itself when it symbolizes a profile later (offline.h).
  */
 #ifndef MEMPROF_RESOLVE_SYMBOLS_H
 #define MEMPROF_RESOLVE_SYMBOLS_H
 
+#include "config.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
+
+#include "common/compiler.h"
 
 struct memprof_sym_frame {
     const char *function; /* demangled; NULL when unknown */
@@ -25,11 +34,16 @@ struct memprof_sym_frame {
 };
 
 struct memprof_sym {
-    uintptr_t pc;                      /* the return address */
-    const char *module;                /* path of the loaded object, NULL if none */
-    const char *build_id;              /* hex GNU build id, NULL if none */
-    uintptr_t load_bias;               /* pc - load_bias = address in the ELF file */
-    uintptr_t sym_offset;              /* pc - start of the (outermost) function, when known */
+    uintptr_t pc;         /* the return address */
+    const char *module;   /* path of the loaded object, NULL if none */
+    const char *build_id; /* hex GNU build id, NULL if none */
+    uintptr_t load_bias;  /* pc - load_bias = address in the ELF file */
+    uintptr_t sym_offset; /* pc - start of the (outermost) function, when known */
+    /* The PT_LOAD segment holding pc as the kernel maps it (/proc/self/maps): start and end
+     * rounded out to pages, and the file offset of the start; all 0 when pc is in no module.
+     * What a pprof Mapping holds (export/pprof.c). */
+    uintptr_t map_start, map_limit;
+    uint64_t map_offset;
     unsigned nframes;                  /* >= 1 */
     struct memprof_sym_frame frames[]; /* innermost (inlined) first, the real function last */
 };
@@ -37,6 +51,24 @@ struct memprof_sym {
 /* Resolves a return address (looking up pc - 1, inside the call instruction). The result is
  * cached and immutable; never NULL. Thread-safe. */
 const struct memprof_sym *memprof__sym_get(uintptr_t pc);
+
+/* Whether lookups look for names (the default) or only find each address's module and
+ * segment: the profile then carries addresses to be symbolized later, outside the process
+ * (MEMPROF_SYMBOLIZE=0, offline.h). Set before the first lookup: results are cached. */
+MEMPROF_INTERNAL void memprof__sym_set_symbolize(bool on);
+
+#if HAVE_LIBDW
+struct Dwfl_Module;
+/* The frames of file address `addr` (inside the call instruction already) in a module of a
+ * Dwfl another file reported (offline.h), found as for the process's own modules: DWARF
+ * scopes for inlined frames and lines, the module's symbol table for the outermost name.
+ * `key` names the module for the symbol-table cache (an interned string, one per module).
+ * Fills at most `max` frames, innermost first, and returns how many (0 when nothing is
+ * known); *sym_offset is addr - the function's start + 1 when known, else 0. */
+unsigned memprof__sym_module_frames(struct Dwfl_Module *mod, const char *key, uintptr_t addr,
+                                    struct memprof_sym_frame *frames, unsigned max,
+                                    uintptr_t *sym_offset);
+#endif
 
 /* Distinct addresses resolved so far, and those without any symbol. */
 void memprof__sym_counts(uint64_t *resolved, uint64_t *unresolved);
