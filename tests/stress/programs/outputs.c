@@ -7,7 +7,10 @@
  * names of a descriptor (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N, or a symlink
  * to one of these), which mean the stream itself: the profile goes to that descriptor, at
  * its offset. argv: BACKEND MEMPROF DIR (prog.h; MEMPROF is the command, DIR a directory of
- * this test's own, emptied first).
+ * this test's own). The run works in DIR/<pid>, emptied first and removed at the end:
+ * instances run at once (meson test --repeat runs them in parallel) would otherwise empty
+ * each other's directory and open each other's FIFOs (a FIFO "without a reader" had
+ * another instance's reader).
  *
  *   api     (profiled runs) memprof_snapshot_write() to a FIFO with a reader (and without
  *           one: an error, at once), to a closed descriptor's name and a symlink to one (an
@@ -530,7 +533,11 @@ int main(int argc, char **argv)
         return exit_child(argv[1]);
     CHECK(argc >= 4, "usage: %s BACKEND MEMPROF DIR", argv[0]);
     memprof_cmd = argv[2];
-    dir = argv[3];
+    CHECK(mkdir(argv[3], 0700) == 0 || errno == EEXIST, "mkdir(%s): %s", argv[3], strerror(errno));
+    static char own[4096];
+    CHECK(snprintf(own, sizeof own, "%s/%d", argv[3], (int)getpid()) < (int)sizeof own,
+          "path too long");
+    dir = own;
     signal(SIGPIPE, SIG_IGN);
     alarm(60);
     prog_setup(argv[1]);
@@ -542,5 +549,7 @@ int main(int argc, char **argv)
         cli_phase();
     if (skipped_root)
         printf("the character-device checks were skipped: they need root (mknod)\n");
+    reset_dir();
+    CHECK(rmdir(dir) == 0, "rmdir(%s): %s", dir, strerror(errno));
     return 0;
 }
