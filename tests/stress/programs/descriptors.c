@@ -23,16 +23,10 @@
  * In a plain run the same steps run without a profiler (a fixed number of rounds). A
  * watchdog turns a hang into a failure; nothing is timed.
  */
-#include "prog.h"
+#include "children.h"
 
 #include <dirent.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdbool.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #define MAX_FDS 256
 
@@ -76,37 +70,22 @@ static int list_fds_mode(void)
     return 0;
 }
 
+static void list_fds_child_setup(void *arg)
+{
+    (void)arg;
+    unsetenv("MEMPROF_OUTPUT"); /* its own exit-time profile would replace ours */
+}
+
 /* Runs "list-fds" with stdout on a pipe and checks that it inherited only descriptors the
  * program had at the start without close-on-exec, its stdin (the data file is
  * close-on-exec) and the pipe. */
 static void check_exec_child(const int *start, int nstart)
 {
-    int p[2];
-    CHECK(pipe2(p, O_CLOEXEC) == 0, "pipe");
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0, "fork");
-    if (pid == 0) {
-        dup2(p[1], STDOUT_FILENO);
-        unsetenv("MEMPROF_OUTPUT"); /* its own exit-time profile would replace ours */
-        execl(self, self, "list-fds", (char *)NULL);
-        _exit(127);
-    }
-    close(p[1]);
     char buf[4096];
-    size_t len = 0;
-    ssize_t r;
-    while (len < sizeof buf - 1 && (r = read(p[0], buf + len, sizeof buf - 1 - len)) != 0) {
-        if (r < 0 && errno == EINTR)
-            continue;
-        CHECK(r > 0, "read");
-        len += (size_t)r;
-    }
-    buf[len] = 0;
-    close(p[0]);
-    int status;
-    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && !WEXITSTATUS(status),
-          "the list-fds child failed");
+    char *argv[] = {(char *)self, "list-fds", NULL};
+    int status =
+        children_run_capture(argv, STDOUT_FILENO, list_fds_child_setup, NULL, buf, sizeof buf);
+    CHECK(WIFEXITED(status) && !WEXITSTATUS(status), "the list-fds child failed");
     for (char *s = buf, *end; *s && *s != '\n'; s = end) {
         int fd = (int)strtol(s, &end, 10);
         CHECK(end != s, "bad list-fds output '%s'", buf);

@@ -17,17 +17,12 @@
  * its profile. A child that has not ended 30 s after the last fork has hung (the run then
  * fails and reports how many); nothing else is timed.
  */
-#include "prog.h"
+#include "children.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #define STUB_BYTES   32
 #define STUBS        65536
@@ -94,13 +89,6 @@ static void *ordinary_code(void *arg)
     return NULL;
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 int main(int argc, char **argv)
 {
     CHECK(argc >= 2, "usage: %s BACKEND [CHILDREN]", argv[0]);
@@ -149,42 +137,11 @@ int main(int argc, char **argv)
     for (int i = 0; i < THREADS; i++)
         pthread_join(threads[i], NULL);
 
-    int left = children, failed = 0;
-    double start = now_s();
-    while (left > 0 && now_s() - start < HANG_S) {
-        int status;
-        pid_t r = waitpid(-1, &status, WNOHANG);
-        if (r <= 0) {
-            struct timespec tick = {0, 1000 * 1000};
-            nanosleep(&tick, NULL);
-            continue;
-        }
-        for (int c = 0; c < children; c++)
-            if (pids[c] == r)
-                pids[c] = 0;
-        left--;
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            fprintf(stderr, "child %d ended with status %#x\n", (int)r, status);
-            failed++;
-        }
-        char path[4200] = "";
-        if (prog_backend == PROG_PRELOAD)
-            snprintf(path, sizeof path, "%s.%d", out, (int)r);
-        else if (prog_backend == PROG_GOT)
-            snprintf(path, sizeof path, "%s.%d", snap, (int)r);
-        struct stat st;
-        if (path[0] && (stat(path, &st) != 0 || st.st_size == 0)) {
-            fprintf(stderr, "child %d left no profile %s\n", (int)r, path);
-            failed++;
-        }
-        if (path[0])
-            unlink(path);
-    }
-    for (int c = 0; c < children; c++)
-        if (pids[c]) {
-            kill(pids[c], SIGKILL);
-            waitpid(pids[c], NULL, 0);
-        }
+    const char *prefix = prog_backend == PROG_PRELOAD ? out
+                         : prog_backend == PROG_GOT   ? snap
+                                                      : NULL;
+    int failed;
+    int left = children_reap_checked(pids, children, HANG_S, prefix, &failed);
     CHECK(left == 0, "%d of %d children forked while threads allocated hung at exit", left,
           children);
     CHECK(failed == 0, "%d children failed", failed);

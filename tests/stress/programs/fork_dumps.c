@@ -22,16 +22,11 @@
  * writer has a descriptor table of its own, whose descriptor 0 is its temporary file), and
  * no profile may fail for it (memprof_stats.write_failures stays 0).
  */
-#include "prog.h"
+#include "children.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #define LEVELS       12 /* 2^12 call stacks */
 #define MAX_CHILDREN 1000
@@ -83,13 +78,6 @@ static void *snapshots(void *arg)
         memprof_free_snapshot(s);
     }
     return NULL;
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
 int main(int argc, char **argv)
@@ -146,42 +134,11 @@ int main(int argc, char **argv)
     if (prog_backend == PROG_GOT)
         pthread_join(writer, NULL);
 
-    int left = children, failed = 0;
-    double start = now_s();
-    while (left > 0 && now_s() - start < HANG_S) {
-        int status;
-        pid_t r = waitpid(-1, &status, WNOHANG);
-        if (r <= 0) {
-            struct timespec tick = {0, 1000 * 1000};
-            nanosleep(&tick, NULL);
-            continue;
-        }
-        for (int c = 0; c < children; c++)
-            if (pids[c] == r)
-                pids[c] = 0;
-        left--;
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            fprintf(stderr, "child %d ended with status %#x\n", (int)r, status);
-            failed++;
-        }
-        char path[4200] = "";
-        if (prog_backend == PROG_PRELOAD)
-            snprintf(path, sizeof path, "%s.%d", out, (int)r);
-        else if (prog_backend == PROG_GOT)
-            snprintf(path, sizeof path, "%s.%d", snap_path, (int)r);
-        struct stat st;
-        if (path[0] && (stat(path, &st) != 0 || st.st_size == 0)) {
-            fprintf(stderr, "child %d left no profile %s\n", (int)r, path);
-            failed++;
-        }
-        if (path[0])
-            unlink(path);
-    }
-    for (int c = 0; c < children; c++)
-        if (pids[c]) {
-            kill(pids[c], SIGKILL);
-            waitpid(pids[c], NULL, 0);
-        }
+    const char *prefix = prog_backend == PROG_PRELOAD ? out
+                         : prog_backend == PROG_GOT   ? snap_path
+                                                      : NULL;
+    int failed;
+    int left = children_reap_checked(pids, children, HANG_S, prefix, &failed);
     if (snap_path[0])
         unlink(snap_path);
     CHECK(left == 0, "%d of %d children forked while profiles were written hung at exit", left,

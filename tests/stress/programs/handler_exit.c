@@ -22,17 +22,11 @@
  * not ended 30 s after its SIGTERM has hung (the run then fails and reports how many);
  * nothing else is timed.
  */
-#include "prog.h"
+#include "children.h"
 
-#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #define MALLOC_CHILDREN 30
 #define LOADER_CHILDREN 4
@@ -106,11 +100,47 @@ static int child(int ready, bool loader, bool threaded, unsigned seed)
     return 1;
 }
 
-static double now_s(void)
+/* What the parent learns of its children as they end. */
+struct reaped {
+    bool plugin;
+    const char *out;
+    char (*errs)[4200]; /* each child's stderr file */
+    int failed, written, said;
+};
+
+static void child_ended(int c, pid_t r, int status, void *ctx)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+    struct reaped *rp = ctx;
+    char err[512] = "";
+    int fd = open(rp->errs[c], O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, err, sizeof err - 1);
+        err[n > 0 ? n : 0] = 0;
+        close(fd);
+    }
+    unlink(rp->errs[c]);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "%s child %d ended with status %#x (%s)%s%s\n",
+                c < MALLOC_CHILDREN ? "malloc" : "loader", (int)r, status,
+                WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "exit status",
+                err[0] ? "; its stderr: " : "", err);
+        rp->failed++;
+        return;
+    }
+    if (!rp->plugin)
+        return;
+    char path[4200];
+    snprintf(path, sizeof path, "%s.%d", rp->out, (int)r);
+    struct stat st;
+    if (stat(path, &st) == 0 && st.st_size > 0) {
+        rp->written++;
+    } else if (strstr(err, "memprof: no exit-time profile")) {
+        rp->said++;
+    } else {
+        fprintf(stderr, "child %d wrote no profile and said nothing: '%s'\n", (int)r, err);
+        rp->failed++;
+    }
+    unlink(path);
 }
 
 int main(int argc, char **argv)
@@ -162,65 +192,17 @@ int main(int argc, char **argv)
     for (int c = 0; c < CHILDREN; c++)
         kill(pids[c], SIGTERM);
 
-    int left = CHILDREN, failed = 0, written = 0, said = 0;
-    double start = now_s();
-    while (left > 0 && now_s() - start < HANG_S) {
-        int status;
-        pid_t r = waitpid(-1, &status, WNOHANG);
-        if (r <= 0) {
-            struct timespec tick = {0, 1000 * 1000};
-            nanosleep(&tick, NULL);
-            continue;
-        }
-        int c = 0;
-        while (c < CHILDREN && pids[c] != r)
-            c++;
-        CHECK(c < CHILDREN, "an unknown child %d", (int)r);
-        pids[c] = 0;
-        left--;
-        char err[512] = "";
-        int fd = open(errs[c], O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            ssize_t n = read(fd, err, sizeof err - 1);
-            err[n > 0 ? n : 0] = 0;
-            close(fd);
-        }
-        unlink(errs[c]);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            fprintf(stderr, "%s child %d ended with status %#x (%s)%s%s\n",
-                    c < MALLOC_CHILDREN ? "malloc" : "loader", (int)r, status,
-                    WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "exit status",
-                    err[0] ? "; its stderr: " : "", err);
-            failed++;
-            continue;
-        }
-        if (!plugin)
-            continue;
-        char path[4200];
-        snprintf(path, sizeof path, "%s.%d", out, (int)r);
-        struct stat st;
-        if (stat(path, &st) == 0 && st.st_size > 0) {
-            written++;
-        } else if (strstr(err, "memprof: no exit-time profile")) {
-            said++;
-        } else {
-            fprintf(stderr, "child %d wrote no profile and said nothing: '%s'\n", (int)r, err);
-            failed++;
-        }
-        unlink(path);
-    }
+    struct reaped rp = {plugin, out, errs, 0, 0, 0};
+    int left = children_reap(pids, CHILDREN, HANG_S, child_ended, &rp);
     for (int c = 0; c < CHILDREN; c++)
-        if (pids[c]) {
-            kill(pids[c], SIGKILL);
-            waitpid(pids[c], NULL, 0);
+        if (pids[c]) /* hung, and killed */
             unlink(errs[c]);
-        }
     CHECK(left == 0, "%d of %d children hung in exit() called from their SIGTERM handler", left,
           CHILDREN);
-    CHECK(failed == 0, "%d of %d children failed", failed, CHILDREN);
+    CHECK(rp.failed == 0, "%d of %d children failed", rp.failed, CHILDREN);
     printf("%d children called exit() from their SIGTERM handler and ended", CHILDREN);
     if (plugin)
-        printf(": %d wrote their profile, %d said why not", written, said);
+        printf(": %d wrote their profile, %d said why not", rp.written, rp.said);
     printf("\n");
     return 0;
 }

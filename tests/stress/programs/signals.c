@@ -20,17 +20,12 @@
  * A watchdog turns a hang into a failure. The only time measured is the remaining time
  * sleep() reports, which must be 0.
  */
-#include "prog.h"
+#include "children.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 static atomic_bool stop_sending;
 static pthread_t main_thread;
@@ -105,38 +100,27 @@ static int handled_child(void)
     return 0;
 }
 
+struct child_setup {
+    bool ignore, quiet;
+};
+
+static void set_up_child(void *arg)
+{
+    const struct child_setup *c = arg;
+    signal(SIGUSR2, c->ignore ? SIG_IGN : SIG_DFL); /* inherited across exec */
+    setenv("MEMPROF_SIGNAL", "USR2", 1);
+    setenv("MEMPROF_QUIET", c->quiet ? "1" : "0", 1);
+}
+
 /* Runs this program as `mode` with SIGUSR2 ignored or at its default and MEMPROF_SIGNAL=USR2
  * (and MEMPROF_QUIET=1 if `quiet`); returns what it wrote on stderr. */
 static char *run_child(const char *self, const char *backend, const char *mode, bool ignore,
                        bool quiet)
 {
-    int p[2];
-    CHECK(pipe2(p, O_CLOEXEC) == 0, "pipe");
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0, "fork");
-    if (pid == 0) {
-        signal(SIGUSR2, ignore ? SIG_IGN : SIG_DFL); /* inherited across exec */
-        dup2(p[1], STDERR_FILENO);
-        setenv("MEMPROF_SIGNAL", "USR2", 1);
-        setenv("MEMPROF_QUIET", quiet ? "1" : "0", 1);
-        execl(self, self, backend, mode, (char *)NULL);
-        _exit(127);
-    }
-    close(p[1]);
     static char buf[8192];
-    size_t len = 0;
-    ssize_t r;
-    while (len < sizeof buf - 1 && (r = read(p[0], buf + len, sizeof buf - 1 - len)) != 0) {
-        if (r < 0 && errno == EINTR)
-            continue;
-        CHECK(r > 0, "read");
-        len += (size_t)r;
-    }
-    buf[len] = 0;
-    close(p[0]);
-    int status;
-    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    char *argv[] = {(char *)self, (char *)backend, (char *)mode, NULL};
+    struct child_setup setup = {ignore, quiet};
+    int status = children_run_capture(argv, STDERR_FILENO, set_up_child, &setup, buf, sizeof buf);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
           "the %s child (%s) failed (status %#x); its stderr: %s", mode, backend, status, buf);
     return buf;
