@@ -18,6 +18,7 @@
 #define memprof_atomic_add_relaxed(p, v)   atomic_fetch_add_explicit((p), (v), memory_order_relaxed)
 #define memprof_atomic_sub_relaxed(p, v)   atomic_fetch_sub_explicit((p), (v), memory_order_relaxed)
 #define memprof_atomic_or_seqcst(p, v)     atomic_fetch_or_explicit((p), (v), memory_order_seq_cst)
+#define memprof_atomic_and_seqcst(p, v)    atomic_fetch_and_explicit((p), (v), memory_order_seq_cst)
 #define memprof_atomic_exchange_acqrel(p, v)                                                       \
     atomic_exchange_explicit((p), (v), memory_order_acq_rel)
 /* Strong CAS: *expected is updated with the current value on failure. */
@@ -27,6 +28,13 @@
 #define memprof_atomic_cas_seqcst(p, expected, desired)                                            \
     atomic_compare_exchange_strong_explicit((p), (expected), (desired), memory_order_seq_cst,      \
                                             memory_order_seq_cst)
+/* Weak CAS for retry loops; *expected is updated on failure. */
+#define memprof_atomic_cas_weak_relaxed(p, expected, desired)                                      \
+    atomic_compare_exchange_weak_explicit((p), (expected), (desired), memory_order_relaxed,        \
+                                          memory_order_relaxed)
+#define memprof_atomic_cas_weak_acqrel(p, expected, desired)                                       \
+    atomic_compare_exchange_weak_explicit((p), (expected), (desired), memory_order_acq_rel,        \
+                                          memory_order_acquire)
 #define memprof_atomic_fence_seqcst() atomic_thread_fence(memory_order_seq_cst)
 
 #endif

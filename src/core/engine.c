@@ -236,7 +236,7 @@ static void count_depth(unsigned native)
     if (native < MEMPROF_SHALLOW_DEPTH)
         memprof_atomic_add_relaxed(&E.shallow_stacks, 1);
     uint32_t min = memprof_atomic_load_relaxed(&E.depth_min);
-    while (native < min && !atomic_compare_exchange_weak(&E.depth_min, &min, native))
+    while (native < min && !memprof_atomic_cas_weak_relaxed(&E.depth_min, &min, native))
         ;
 }
 
@@ -532,7 +532,7 @@ int memprof__engine_init(const struct memprof_engine_config *cfg)
     if (E.unwinder == MEMPROF_UNWIND_DWARF)
         memprof__capture_warm_up();
     static _Atomic int atfork_done;
-    if (!atomic_exchange(&atfork_done, 1))
+    if (!memprof_atomic_exchange_acqrel(&atfork_done, 1))
         pthread_atfork(NULL, NULL, atfork_child);
     memprof_atomic_store_seqcst(&E.state, MEMPROF_STATE_INITIALIZED);
     memprof__guard_leave(g);
@@ -721,7 +721,7 @@ uint32_t memprof__engine_seccomp_before(bool strict, const void *fprog)
     for (size_t i = 0; i < MEMPROF_ARRAY_SIZE(keys); i++)
         keys[i] = i * 0x9E3779B97F4A7C15ull;
     qsort(keys, MEMPROF_ARRAY_SIZE(keys), sizeof *keys, compare_u64);
-    uint32_t before = atomic_fetch_or(&memprof__sys_forbidden, forbids);
+    uint32_t before = memprof_atomic_or_seqcst(&memprof__sys_forbidden, forbids);
     errno = saved;
     memprof__guard_leave(g);
     return forbids & ~before;
@@ -730,7 +730,7 @@ uint32_t memprof__engine_seccomp_before(bool strict, const void *fprog)
 void memprof__engine_seccomp_after(uint32_t marked, bool installed)
 {
     if (!installed && marked)
-        atomic_fetch_and(&memprof__sys_forbidden, ~marked);
+        memprof_atomic_and_seqcst(&memprof__sys_forbidden, ~marked);
 }
 
 /* ---- statistics ---------------------------------------------------------------------------- */

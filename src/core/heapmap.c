@@ -87,6 +87,9 @@ static struct memprof_hm_slot *claim_in_segment(struct memprof_heapmap *hm, unsi
         uint64_t cur = memprof_atomic_load_relaxed(&s->key);
         if (cur != MEMPROF_HM_EMPTY && cur != MEMPROF_HM_TOMB)
             continue;
+        /* seq_cst, not just acq_rel: the Bloom filter's rebuild (bloom.h) scans claimed keys
+         * after a seq_cst fence, and an inserter that the scan missed must then see the new
+         * generation; that needs this claim in the single total order. */
         if (memprof_atomic_cas_seqcst(&s->key, &cur, key)) {
             if (cur == MEMPROF_HM_EMPTY)
                 memprof_atomic_add_relaxed(&hm->used[k], 1);
@@ -111,7 +114,9 @@ struct memprof_hm_slot *memprof__hm_reserve(struct memprof_heapmap *hm, uint64_t
          * before any insert or lookup can go there. */
         if (cur < k && !open_segment(hm, k))
             break;
-        while (cur < k && !atomic_compare_exchange_weak(&hm->active, &cur, k))
+        /* acq_rel: publishes the segment mapped above to inserters and lookups that
+         * acquire `active`. */
+        while (cur < k && !memprof_atomic_cas_weak_acqrel(&hm->active, &cur, k))
             ;
         if (memprof_atomic_load_relaxed(&hm->used[k]) * 4 >= (uint64_t)seg_size(k) * 3)
             continue;

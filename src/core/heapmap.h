@@ -19,7 +19,7 @@
  *   (K, DYING)      claimed by a remover (or killed while reserved) and about to become TOMB
  *
  * Transitions and their memory orders:
- *   reserve   CAS key EMPTY|TOMB -> K (acq_rel). A TOMB or EMPTY slot always has meta == 0,
+ *   reserve   CAS key EMPTY|TOMB -> K (seq_cst: the Bloom filter's rebuild relies on it). A TOMB or EMPTY slot always has meta == 0,
  *             because removers clear meta before they release the key.
  *   finalise  store ts (relaxed), then CAS meta 0 -> LIVE|stack|size (release). If the CAS
  *             fails the block was freed during birth: meta := 0, key := TOMB (release).

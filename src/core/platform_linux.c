@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 #include "core/platform.h"
+#include "common/atomic.h"
 #include "core/sandbox.h"
 
 #include <errno.h>
@@ -146,7 +147,7 @@ void memprof__pf_random_prepare(void)
 {
     uint64_t none = 0, v = getrandom64();
     if (v)
-        atomic_compare_exchange_strong(&entropy, &none, v);
+        memprof_atomic_cas_acqrel(&entropy, &none, v);
 }
 
 uint64_t memprof__pf_random(void)
