@@ -21,10 +21,14 @@
  * and the main program's profile is copied into FILE at the end: renaming over FILE would
  * destroy it, and its directory (/dev) is no place for profiles.
  *
- * Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT and the --signal dump signal are forwarded to the
- * program when another process sent them to this one (`kill`). A signal the terminal sends
- * (Ctrl-C) goes to the whole foreground process group, program included, so it is not
- * forwarded a second time; si_code tells the two apart (SI_KERNEL for the terminal).
+ * Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and the --signal dump signal
+ * are forwarded to the program when another process sent them to this one (`kill`), so
+ * that killing this command kills the program, and a dump signal reaches it whichever of
+ * the two it is sent to. A signal the terminal sends (Ctrl-C) goes to the whole foreground
+ * process group, program included, so it is not forwarded a second time; si_code tells the
+ * two apart (SI_KERNEL for the terminal). What cannot be forwarded (SIGKILL, or this command
+ * crashing) must not leave the program running unnoticed with nobody to report on it: the
+ * program gets SIGKILL when this command dies (PR_SET_PDEATHSIG, set before the exec).
  *
  * The exec of the program is checked through a close-on-exec pipe: the forked child writes
  * errno to it if execvp fails, so a missing program is reported once, by this process, with
@@ -43,6 +47,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -498,8 +503,13 @@ static bool set_env(const char *name, const char *value)
 
 /* In the forked child: the environment for the plugin, then exec. Never returns. */
 static void exec_child(const struct run_options *o, const char *plugin, const struct paths *ps,
-                       const sigset_t *oldmask, const struct sigaction *oldchld, int errfd)
+                       const sigset_t *oldmask, const struct sigaction *oldchld, int errfd,
+                       pid_t parent)
 {
+    /* The program must not outlive this command unnoticed; and if the command died before
+     * the request was made, it is not started at all. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+        _exit(CLI_EXIT_CANNOT);
     /* The program inherits what this command inherited: signal mask and SIGCHLD. */
     sigaction(SIGCHLD, oldchld, NULL);
     sigprocmask(SIG_SETMASK, oldmask, NULL);
@@ -713,8 +723,8 @@ static int run_program(const struct run_options *o, const char *plugin, struct p
         return CLI_EXIT_CANNOT;
     }
     /* Block the forwarded signals until the handlers know the child's pid. */
-    int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, o->signo};
-    size_t nforwarded = o->signo ? 5 : 4;
+    int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, o->signo};
+    size_t nforwarded = o->signo ? 7 : 6; /* a --signal among the six is set up twice */
     sigset_t block, oldmask;
     sigemptyset(&block);
     for (size_t i = 0; i < nforwarded; i++)
@@ -733,6 +743,7 @@ static int run_program(const struct run_options *o, const char *plugin, struct p
     struct pfiles before;
     scan(&tp, &before);
     fflush(NULL);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
@@ -745,7 +756,7 @@ static int run_program(const struct run_options *o, const char *plugin, struct p
     }
     if (pid == 0) {
         close(pipefd[0]);
-        exec_child(o, plugin, ps, &oldmask, &oldchld, pipefd[1]);
+        exec_child(o, plugin, ps, &oldmask, &oldchld, pipefd[1], parent);
     }
     close(pipefd[1]);
     child_pid = pid;

@@ -18,6 +18,9 @@
  *                                   for the first, 300 ms more for duplicates, then prints
  *                                   "sigints N from-parent M from-kernel K" (sent by the
  *                                   parent process with kill, or by the terminal) and exits 0
+ *   cli-prog signals                catches INT, TERM, HUP, QUIT, USR1 and USR2: prints
+ *                                   "ready P", waits (at most 30 s) for one, then prints
+ *                                   "caught SIGNO from-parent 0|1" and exits 0
  */
 #include <errno.h>
 #include <signal.h>
@@ -81,6 +84,17 @@ static void on_sigint(int signo, siginfo_t *si, void *uctx)
         from_parent++;
 }
 
+static volatile sig_atomic_t caught, caught_from_parent;
+
+static void on_signal(int signo, siginfo_t *si, void *uctx)
+{
+    (void)uctx;
+    if (!caught) {
+        caught = signo;
+        caught_from_parent = si->si_pid == getppid();
+    }
+}
+
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000 * 1000};
@@ -134,6 +148,22 @@ int main(int argc, char **argv)
                (int)from_kernel);
         return 0;
     }
+    if (argc == 2 && !strcmp(argv[1], "signals")) {
+        static const int signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_signal;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        for (size_t i = 0; i < sizeof signals / sizeof *signals; i++)
+            sigaction(signals[i], &sa, NULL);
+        printf("ready %d\n", (int)getpid());
+        fflush(stdout);
+        for (int i = 0; i < 3000 && !caught; i++)
+            sleep_ms(10);
+        printf("caught %d from-parent %d\n", (int)caught, (int)caught_from_parent);
+        return 0;
+    }
     if ((argc == 4 || argc == 5) && !strcmp(argv[1], "spawn")) {
         fflush(stdout);
         pid_t child = fork();
@@ -156,6 +186,6 @@ int main(int argc, char **argv)
         printf("pid %d\nchild %d\n", (int)getpid(), (int)child);
         return 0;
     }
-    fprintf(stderr, "usage: cli-prog alloc|wait|spawn|exit ...\n");
+    fprintf(stderr, "usage: cli-prog alloc|wait|spawn|exit|sigint|signals ...\n");
     return 2;
 }

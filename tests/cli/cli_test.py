@@ -284,6 +284,54 @@ def t_sigint(tmp):
           "Ctrl-C: the program did not get one SIGINT from the terminal: %r" % data)
 
 
+def t_forwards_signals(tmp):
+    """TERM, HUP, USR1 and USR2 sent to memprof run (USR2 without --signal too) reach the
+    program, which handles them; memprof run survives them and passes the status on."""
+    need_plugin()
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+        cmd = [ARGS.memprof, "run", "-q", "--", ARGS.prog, "signals"]
+        proc = subprocess.Popen(cmd, cwd=tmp, env=clean_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        try:
+            line = proc.stdout.readline().decode()
+            check(line.startswith("ready "), "the program did not start: %r" % line)
+            os.kill(proc.pid, sig)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        print("%s: exit %d, %r %r" % (sig.name, proc.returncode, out, err))
+        check(proc.returncode == 0 and out.strip() == b"caught %d from-parent 1" % sig,
+              "%s to memprof run did not reach the program: %r, exit %d"
+              % (sig.name, out, proc.returncode))
+
+
+def alive(pid):
+    """Whether process pid exists and is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def t_no_orphan(tmp):
+    """When memprof run is killed with SIGKILL (nothing to forward), the program does not
+    outlive it."""
+    need_plugin()
+    proc, pid = start_waiting(tmp, ["-q"], os.path.join(tmp, "never"))
+    try:
+        check(alive(pid), "the program is not running")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        wait_for(lambda: not alive(pid), 10, "the program to end after memprof run was killed")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
 def t_missing_program(tmp):
     need_plugin()
     p = memprof("run", "--", "memprof-test-no-such-program", "arg", cwd=tmp)
