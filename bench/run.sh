@@ -166,6 +166,17 @@ else
 fi
 {
     echo
+    echo "## Process start-up and exit"
+    echo
+    echo "What each process pays to load, start and finish under the profiler"
+    echo "(bench_startup.py). Target: within 0.2 ms per process of an empty preload library"
+    echo "(a ratio of at most 1.3 on the 200-process script), plugin and memprof run alike."
+    echo
+} >>"$tmp"
+memprof_log "bench_startup.py ..."
+python3 bench/bench_startup.py --build-dir "$build" "${quick_args[@]}" >>"$tmp"
+{
+    echo
     echo "Total benchmark time: $((SECONDS - start)) s; load average at the end:" \
         "$(cut -d' ' -f1-3 /proc/loadavg)."
 } >>"$tmp"
