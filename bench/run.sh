@@ -177,6 +177,15 @@ memprof_log "bench_startup.py ..."
 python3 bench/bench_startup.py --build-dir "$build" "${quick_args[@]}" >>"$tmp"
 {
     echo
+    echo "### Exit: symbolizing in the process or after it"
+    echo
+    echo "(bench_exit.py; targets in doc/performance.md.)"
+    echo
+} >>"$tmp"
+memprof_log "bench_exit.py ..."
+python3 bench/bench_exit.py --build-dir "$build" "${quick_args[@]}" >>"$tmp"
+{
+    echo
     echo "Total benchmark time: $((SECONDS - start)) s; load average at the end:" \
         "$(cut -d' ' -f1-3 /proc/loadavg)."
 } >>"$tmp"
