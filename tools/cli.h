@@ -86,6 +86,22 @@ int memprof_cli_view_by_name(const char *name);
  * and the reason and returns NULL. */
 struct memprof_profile *memprof_cli_read_profile(const char *path);
 
+/* Offline symbolization (symbolize.c): the debug directories given (--debug-dir), searched
+ * before /usr/lib/debug, and whether to keep quiet about modules without files. */
+struct memprof_cli_symbolize {
+    const char *const *debug_dirs;
+    size_t ndebug_dirs;
+    bool quiet;
+    size_t *named; /* if not NULL, set to how many addresses gained a name */
+};
+/* Names p's unresolved frames; *out is the symbolized copy (p must outlive it; free it with
+ * memprof__profile_symbolized_free()). Returns 0, or a negative errno after one line. */
+int memprof_cli_symbolize(const struct memprof_profile *p, const struct memprof_cli_symbolize *s,
+                          struct memprof_profile **out);
+/* The same for the pprof file at `path`, rewritten in place (atomically) when anything
+ * gained a name. Returns 0 or a negative errno after one line. */
+int memprof_cli_symbolize_file(const char *path, const struct memprof_cli_symbolize *s);
+
 /* Checks that a file can be created in the directory that would hold `path` (by creating
  * and removing a temporary file there, which also works for root and read-only mounts).
  * Returns 0 or a positive errno; `dir` receives the directory checked. */

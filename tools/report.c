@@ -13,6 +13,10 @@
  * its older pprof-style names (inuse_space, alloc_objects, ...), a view as well. pprof takes
  * neither: it carries every view itself (peak and temporary as sample types, the leak
  * statistic, lifetimes and threads as labels).
+ *
+ * --symbolize names the frames the profiled process left as addresses (MEMPROF_SYMBOLIZE=0,
+ * or modules it could not read) from the files of their build ids, --debug-dir adding
+ * places to look (symbolize.c); the output, pprof included, then carries the names.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,8 +26,10 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "export/symbolize.h"
 
 #define DEFAULT_TOP 20
+#define MAX_DEBUG_DIRS 16
 
 struct report_job {
     const struct memprof_profile *p;
@@ -78,16 +84,31 @@ int memprof_cli_report(int argc, char **argv)
         {"top", required_argument, NULL, 't'},
         {"value", required_argument, NULL, 'v'},
         {"view", required_argument, NULL, 'w'},
+        {"symbolize", no_argument, NULL, 's'},
+        {"debug-dir", required_argument, NULL, 'd'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *format_s = NULL, *output = NULL, *view_s = NULL, *value_s = NULL;
     struct report_job job = {.top = DEFAULT_TOP, .view = MEMPROF_VIEW_LIVE};
     int c, view = -1, value_view = -1;
+    bool symbolize = false;
+    const char *debug_dirs[MAX_DEBUG_DIRS];
+    size_t ndebug_dirs = 0;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":f:o:n:t:v:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":f:o:n:t:v:sh", longopts, NULL)) != -1) {
         switch (c) {
+        case 's':
+            symbolize = true;
+            break;
+        case 'd':
+            if (ndebug_dirs == MAX_DEBUG_DIRS)
+                return memprof_cli_usage_error("report", "--debug-dir: at most %d directories",
+                                               MAX_DEBUG_DIRS);
+            debug_dirs[ndebug_dirs++] = optarg;
+            symbolize = true; /* a debug directory is only of use to symbolize */
+            break;
         case 'f':
             format_s = optarg;
             break;
@@ -174,8 +195,14 @@ int memprof_cli_report(int argc, char **argv)
         memprof_cli_error("cannot merge the profiles: %s", strerror(ENOMEM));
         status = CLI_EXIT_FAILURE;
     }
-    job.p = p;
-    if (!p) {
+    struct memprof_profile *named = NULL;
+    if (p && symbolize) {
+        struct memprof_cli_symbolize s = {.debug_dirs = debug_dirs, .ndebug_dirs = ndebug_dirs};
+        if (memprof_cli_symbolize(p, &s, &named) != 0)
+            status = CLI_EXIT_FAILURE;
+    }
+    job.p = named ? named : p;
+    if (!p || (symbolize && !named)) {
         /* merging failed: said above */
     } else if (output) {
         if (memprof_cli_write_atomic(output, fill, &job) != 0)
@@ -191,6 +218,7 @@ int memprof_cli_report(int argc, char **argv)
             status = CLI_EXIT_FAILURE;
         }
     }
+    memprof__profile_symbolized_free(named); /* points into p */
     memprof__profile_free(p); /* a merged profile points into the inputs: free it first */
     for (int i = 0; i < ninputs; i++)
         memprof__profile_free(in[i]);

@@ -494,6 +494,29 @@ static void forward(int signo, siginfo_t *si, void *uctx)
     errno = saved;
 }
 
+/* ---- symbolizing after the exit ------------------------------------------------------------ */
+
+/* Whether the program writes raw addresses and this command names them after it exits
+ * (symbolize.c): for pprof, the format a raw profile is complete in, unless the user chose
+ * with MEMPROF_SYMBOLIZE. The program's exit then costs no symbolization. */
+static bool deferred_symbolization(const struct run_options *o)
+{
+    return o->format == MEMPROF_FORMAT_PPROF && !getenv("MEMPROF_SYMBOLIZE");
+}
+
+/* Names the frames of every profile this run wrote, in place, before anything reads them. */
+static void symbolize_written(const struct run_options *o, const struct tmpl_parts *t,
+                              const struct pfiles *before, const struct pfiles *after)
+{
+    struct memprof_cli_symbolize s = {.quiet = o->quiet};
+    for (size_t i = 0; deferred_symbolization(o) && i < after->n; i++) {
+        char path[PATH_MAX];
+        if (!existed_before(before, &after->v[i]) &&
+            snprintf(path, sizeof path, "%s/%s", t->dir, after->v[i].name) < (int)sizeof path)
+            memprof_cli_symbolize_file(path, &s);
+    }
+}
+
 /* ---- the run -------------------------------------------------------------------------------- */
 
 static bool set_env(const char *name, const char *value)
@@ -536,6 +559,8 @@ static void exec_child(const struct run_options *o, const char *plugin, const st
         ok = set_env("MEMPROF_TEMP_THRESHOLD", o->temp_threshold);
     if (ok && o->quiet)
         ok = set_env("MEMPROF_QUIET", "1");
+    if (ok && deferred_symbolization(o))
+        ok = set_env("MEMPROF_SYMBOLIZE", "0");
     int e = ENOMEM;
     if (ok) {
         execvp(o->argv[0], o->argv);
@@ -575,9 +600,14 @@ static int outcome(const struct run_options *o, struct paths *ps, pid_t pid, int
     const char *profile = NULL, *read_from = NULL;
     struct pfiles after;
     scan(tp, &after);
+    symbolize_written(o, tp, before, &after);
     if (expand(ps->tmpl, pid, written, sizeof written) &&
         written_by_run(written, pid, tp, before, &after, start)) {
         profile = read_from = written;
+        if (!tp->ok && deferred_symbolization(o)) { /* not in a listing: only this one */
+            struct memprof_cli_symbolize s = {.quiet = o->quiet};
+            memprof_cli_symbolize_file(written, &s);
+        }
         if (ps->final && ps->tmpdir[0]) {
             /* Written in place: the file in the temporary directory is read for the summary
              * and removed afterwards (remove_tmpdir). */

@@ -61,23 +61,6 @@ def profile(plugin, prog, out, env_extra):
         fail("%s under the plugin: status %d" % (prog, r.returncode), r.stderr)
 
 
-def top_site(memprof, path, args=()):
-    """The text report's largest site: its frames as (function, file, line), leaf first."""
-    r = subprocess.run([memprof, "report", "--format", "text", "--top", "1", *args, path],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        fail("memprof report %s %s: status %d" % (" ".join(args), path, r.returncode),
-             r.stderr)
-    frames = []
-    for line in r.stdout.splitlines():
-        m = re.match(r"\s+(?:at|<-) (\S+)(?: \(inlined\))?(?: \((\S+?):(\d+)\))?", line)
-        if m:
-            frames.append((m.group(1), os.path.basename(m.group(2) or ""), int(m.group(3) or 0)))
-    if not frames:
-        fail("no site in memprof report %s %s" % (" ".join(args), path), r.stdout)
-    return frames, r.stdout, r.stderr
-
-
 def go_env(tmp):
     return dict(os.environ, HOME=tmp, GOCACHE=os.path.join(tmp, "cache"),
                 GOPATH=os.path.join(tmp, "gopath"), GOPROXY="off", GOTOOLCHAIN="local",
@@ -181,6 +164,163 @@ def case_pprof_local(memprof, plugin, progs):
     return 0
 
 
+def sites(memprof, path, args=()):
+    """The text report's sites as lists of (function, file base name, line), leaf first."""
+    r = subprocess.run([memprof, "report", "--format", "text", "--top", "0", *args, path],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        fail("memprof report %s %s: status %d" % (" ".join(args), path, r.returncode),
+             r.stderr)
+    out, cur = [], None
+    for line in r.stdout.splitlines():
+        m = re.match(r"\s+(at|<-) (\S+)(?: \((\S+?):(\d+)\))?(?: \[inlined\])?\s*$", line)
+        if not m:
+            cur = None
+            continue
+        if m.group(1) == "at":
+            cur = []
+            out.append(cur)
+        if cur is not None:
+            cur.append((m.group(2), os.path.basename(m.group(3) or ""), int(m.group(4) or 0)))
+    return out, r.stdout + r.stderr
+
+
+def site_with_leaf(all_sites, leaf):
+    for site in all_sites:
+        if site and site[0][0] == leaf:
+            return site
+    return None
+
+
+def own_frames(site):
+    """The frames of the test program itself (libc's start-up frames depend on its debug
+    files, which both sides may or may not find)."""
+    return [f for f in site if f[1] == "sym_prog.c"]
+
+
+def compare(memprof, named, raw, args, what):
+    """The in-process names of `named` against `report --symbolize ARGS` of `raw`."""
+    want, _ = sites(memprof, named)
+    got, text = sites(memprof, raw, ["--symbolize", *args])
+    big, small = marked_line("BIG"), marked_line("SMALL")
+    for leaf, line in (("big_block", big), ("small_helper", small)):
+        w, g = site_with_leaf(want, leaf), site_with_leaf(got, leaf)
+        if not w:
+            fail("%s: no %s site in the in-process profile" % (what, leaf))
+        if not g:
+            fail("%s: no %s site after report --symbolize %s" % (what, leaf, " ".join(args)),
+                 text)
+        if own_frames(w) != own_frames(g):
+            fail("%s: %s site: in process %s, offline %s" % (what, leaf, w, g), text)
+        if w[0][2] != line:
+            fail("%s: %s at line %d, not %d" % (what, leaf, w[0][2], line))
+    print("%s: report --symbolize %s names both sites as the process did" %
+          (what, " ".join(args)))
+
+
+def case_offline(memprof, plugin, progs):
+    """progs: the programs with debug information, then a stripped one and its debug file."""
+    *full, stripped, debug_file = progs
+    with tempfile.TemporaryDirectory() as tmp:
+        for prog in full:
+            named, raw = os.path.join(tmp, "named.pb.gz"), os.path.join(tmp, "raw.pb.gz")
+            profile(plugin, prog, named, {})
+            profile(plugin, prog, raw, {"MEMPROF_SYMBOLIZE": "0"})
+            compare(memprof, named, raw, [], prog)
+            if shutil.which("go"):
+                # elfutils' and binutils' addr2line on the address the mapping leads to
+                # (eu-addr2line 0.188 finds no line in clang's output without
+                # .debug_aranges: only its function counts then).
+                addr, mapping, _ = leaf_address(tmp, raw)
+                for tool in ("eu-addr2line", "addr2line"):
+                    if not shutil.which(tool):
+                        continue
+                    r = subprocess.run([tool, "-f", "-e", prog,
+                                        hex(file_address(prog, addr, mapping))],
+                                       capture_output=True, text=True)
+                    words = r.stdout.split()
+                    line_ok = len(words) > 1 and (
+                        re.search(r"sym_prog\.c:%d(:\d+)?$" % marked_line("BIG"), words[1]) or
+                        (tool == "eu-addr2line" and words[1] == "??:0"))
+                    if words[:1] != ["big_block"] or not line_ok:
+                        fail("%s: %s says %s" % (prog, tool, r.stdout))
+        # The stripped program: names only from a debug directory laid out by build id.
+        named, raw = os.path.join(tmp, "named.pb.gz"), os.path.join(tmp, "raw.pb.gz")
+        profile(plugin, full[-1], named, {})
+        profile(plugin, stripped, raw, {"MEMPROF_SYMBOLIZE": "0"})
+        bare, text = sites(memprof, raw, ["--symbolize"])
+        if site_with_leaf(bare, "big_block"):
+            fail("%s: named without its debug file" % stripped, text)
+        bid = build_id(stripped)
+        dbg = os.path.join(tmp, "debug", ".build-id", bid[:2])
+        os.makedirs(dbg)
+        shutil.copy(debug_file, os.path.join(dbg, bid[2:] + ".debug"))
+        compare(memprof, named, raw, ["--debug-dir", os.path.join(tmp, "debug")], stripped)
+    return 0
+
+
+def build_id(elf):
+    r = subprocess.run(["readelf", "-n", elf], capture_output=True, text=True)
+    m = re.search(r"Build ID: ([0-9a-f]+)", r.stdout)
+    if not m:
+        fail("no build id in %s" % elf)
+    return m.group(1)
+
+
+def case_debuginfod(memprof, plugin, progs):
+    if os.environ.get("MEMPROF_TEST_DEBUGINFOD") != "1":
+        print("memprof built without libdebuginfod: skipping")
+        return SKIP
+    full, stripped, debug_file = progs
+    with tempfile.TemporaryDirectory() as tmp:
+        named, raw = os.path.join(tmp, "named.pb.gz"), os.path.join(tmp, "raw.pb.gz")
+        profile(plugin, full, named, {})
+        profile(plugin, stripped, raw, {"MEMPROF_SYMBOLIZE": "0"})
+        root = os.path.join(tmp, "server")
+        os.makedirs(os.path.join(root, "buildid", build_id(stripped)))
+        shutil.copy(debug_file, os.path.join(root, "buildid", build_id(stripped), "debuginfo"))
+        srv = subprocess.Popen([sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1",
+                                "--directory", root], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
+        try:
+            m = re.search(r"port (\d+)", srv.stdout.readline())
+            if not m:
+                fail("the HTTP server did not start")
+            os.environ.update(DEBUGINFOD_URLS="http://127.0.0.1:%s" % m.group(1),
+                              DEBUGINFOD_CACHE_PATH=os.path.join(tmp, "cache"),
+                              DEBUGINFOD_TIMEOUT="10")
+            compare(memprof, named, raw, [], stripped + " from debuginfod")
+        finally:
+            srv.kill()
+            srv.wait()
+    return 0
+
+
+def case_run(memprof, plugin, progs):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "run.pb.gz")
+        r = subprocess.run([memprof, "run", "-q", "-r", "16K", "-o", out, "--", progs[0]],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            fail("memprof run: status %d" % r.returncode, r.stderr)
+        with gzip.open(out) as f:
+            if b"big_block" not in f.read():
+                fail("memprof run's profile has no names")
+        named = os.path.join(tmp, "named.pb.gz")
+        profile(plugin, progs[0], named, {})
+        want, got = sites(memprof, named)[0], sites(memprof, out)[0]
+        w, g = site_with_leaf(want, "big_block"), site_with_leaf(got, "big_block")
+        if not g or own_frames(w) != own_frames(g):
+            fail("memprof run: big_block site %s, in process %s" % (g, w))
+        # The program itself was told to leave the names to the command.
+        r = subprocess.run([memprof, "run", "-q", "-o", os.path.join(tmp, "env.pb.gz"), "--",
+                            "env"], capture_output=True, text=True)
+        if "MEMPROF_SYMBOLIZE=0" not in r.stdout.splitlines():
+            fail("memprof run did not set MEMPROF_SYMBOLIZE=0 for the program", r.stdout)
+        print("memprof run: the program wrote addresses, the command named them")
+    return 0
+
+
 def connections(plugin, prog, tmp, extra):
     """How many connections the profiled program made to a socket DEBUGINFOD_URLS names."""
     srv = socket.socket()
@@ -225,7 +365,8 @@ def debuginfod_available():
 
 def main():
     case, memprof, plugin, progs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-    cases = {"pprof-local": case_pprof_local, "no-network": case_no_network}
+    cases = {"pprof-local": case_pprof_local, "no-network": case_no_network,
+             "offline": case_offline, "debuginfod": case_debuginfod, "run": case_run}
     sys.exit(cases[case](memprof, plugin, progs))
 
 

@@ -20,12 +20,20 @@
  *            the failure must not land in the data file, since descriptor 2 is no longer
  *            the stderr the program started with. The same child with its stderr intact
  *            gets the message there.
+ *   tmpfile  (profiled runs, in a child without MEMPROF_INTERVAL, so that its stacks are
+ *            resolved first by its own write) memprof_snapshot_write() to a regular file is
+ *            written through DIR/tmpfile.txt.tmp.XXXXXX; a frame source of the program's,
+ *            whose callbacks run while the profile is written, finds that temporary file
+ *            among its descriptors and it must be close-on-exec: a program that starts
+ *            another one meanwhile (another thread's fork and exec) does not hand it over.
+ *            Also under the GOT start, where the write is the program's own call.
  * In a plain run the same steps run without a profiler (a fixed number of rounds). A
  * watchdog turns a hang into a failure; nothing is timed.
  */
 #include "children.h"
 
 #include <dirent.h>
+#include <memprof/runtime.h>
 #include <stdbool.h>
 
 #define MAX_FDS 256
@@ -258,12 +266,127 @@ static void stderr_phase(void)
            "stderr\n");
 }
 
+/* What the frame source's callbacks saw of the profile's temporary file. */
+static int tmp_seen, tmp_inheritable;
+static char tmp_name[4200];
+
+/* Called from the frame source's callbacks, that is while a profile is being written:
+ * looks among the descriptors for the temporary file in DIR. */
+static void look_for_tmpfile(void)
+{
+    int fds[MAX_FDS];
+    int n = list_fds(fds, MAX_FDS);
+    char prefix[4200];
+    snprintf(prefix, sizeof prefix, "%s/tmpfile.txt.tmp.", dir);
+    for (int i = 0; i < n; i++) {
+        char link[64], target[4096];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fds[i]);
+        ssize_t k = readlink(link, target, sizeof target - 1);
+        if (k <= 0)
+            continue;
+        target[k] = 0;
+        if (strncmp(target, prefix, strlen(prefix)) != 0)
+            continue;
+        tmp_seen++;
+        if (!(fcntl(fds[i], F_GETFD) & FD_CLOEXEC)) {
+            tmp_inheritable++;
+            snprintf(tmp_name, sizeof tmp_name, "%s (descriptor %d)", target, fds[i]);
+        }
+    }
+}
+
+/* A frame source with one interpreter frame on every sample: the library calls back into
+ * the program to resolve it, and to ask about the eval loop, while it writes. */
+static unsigned one_frame(void *ctx, uint64_t *ids, unsigned max)
+{
+    (void)ctx;
+    if (max == 0)
+        return 0;
+    ids[0] = 1;
+    return 1;
+}
+
+static int resolve_frame(void *ctx, uint64_t id, memprof_runtime_frame *out)
+{
+    (void)ctx;
+    (void)id;
+    look_for_tmpfile();
+    out->function = "interpreted";
+    out->file = "script";
+    out->line = 1;
+    return 0;
+}
+
+static int is_eval_frame(void *ctx, const char *function, const char *module, uint64_t pc)
+{
+    (void)ctx;
+    (void)function;
+    (void)module;
+    (void)pc;
+    look_for_tmpfile();
+    return 0;
+}
+
+/* "tmpfile" mode: samples with a frame of the program's source, then one profile written. */
+static int tmpfile_mode(void)
+{
+    memprof_frame_source src = {.size = sizeof src,
+                                .name = "descriptors-test",
+                                .capture = one_frame,
+                                .resolve = resolve_frame,
+                                .is_eval_frame = is_eval_frame};
+    int id = memprof_register_frame_source(&src);
+    CHECK(id >= 0, "memprof_register_frame_source: %s", memprof_strerror(id));
+    uint64_t rate = prog_rate() ? prog_rate() : PROG_DEFAULT_RATE;
+    size_t block = rate * 4 > 64 ? (size_t)rate * 4 : 64; /* sampled with p = 1 - e^-4 */
+    for (int i = 0; i < 16; i++)
+        prog_touch(malloc(block), 1); /* left live for the profile */
+    CHECK(prog_stats().live_samples > 0, "no sample was taken");
+    char path[4200];
+    in_dir(path, sizeof path, "tmpfile.txt");
+    memprof_snapshot *snap = NULL;
+    CHECK(memprof_get_snapshot(&snap) == 0, "memprof_get_snapshot");
+    int rc = memprof_snapshot_write(snap, path, MEMPROF_FORMAT_TEXT);
+    CHECK(rc == 0, "memprof_snapshot_write(%s): %s", path, memprof_strerror(rc));
+    memprof_free_snapshot(snap);
+    CHECK(tmp_seen > 0, "the frame source's callbacks never saw the temporary file of %s", path);
+    CHECK(tmp_inheritable == 0,
+          "the profile's temporary file %s is not close-on-exec: a program started meanwhile "
+          "inherits it",
+          tmp_name);
+    unlink(path);
+    return 0;
+}
+
+static void tmpfile_phase(const char *backend)
+{
+    char *argv[] = {(char *)self, (char *)backend, "tmpfile", (char *)dir, NULL};
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        unsetenv("MEMPROF_INTERVAL");
+        unsetenv("MEMPROF_OUTPUT");
+        execv(self, argv);
+        _exit(127);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "the tmpfile child failed (status %#x)", status);
+    printf("tmpfile: the temporary file of a profile is close-on-exec while it is written\n");
+}
+
 int main(int argc, char **argv)
 {
     self = argv[0];
     if (argc > 1 && !strcmp(argv[1], "list-fds"))
         return list_fds_mode();
     CHECK(argc >= 3, "usage: %s BACKEND DIR", argv[0]);
+    if (!strcmp(argv[2], "tmpfile") && argc >= 4) {
+        dir = argv[3];
+        prog_setup(argv[1]);
+        return tmpfile_mode();
+    }
     if (!strcmp(argv[2], "closed-stderr") && argc >= 5) {
         prog_setup(argv[1]);
         return closed_stderr_mode(argv[3], !strcmp(argv[4], "closed"));
@@ -275,5 +398,7 @@ int main(int argc, char **argv)
     lowest_phase();
     if (prog_backend == PROG_PRELOAD)
         stderr_phase();
+    if (prog_profiled())
+        tmpfile_phase(argv[1]);
     return 0;
 }
