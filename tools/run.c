@@ -11,10 +11,13 @@
  *
  * The profile path handed to the plugin (MEMPROF_OUTPUT) always contains %p, so every process
  * of the run -- including children that fork and exec other programs, each of which loads
- * the plugin afresh -- writes its own file and none overwrites another. When -o names a file
- * without %p, the plugin writes "FILE.<pid>" and this command renames the main program's file
- * to FILE after it exits (or is killed, if a periodic dump exists); children keep
- * "FILE.<pid>", the same name the plugin gives a forked child. The path is made absolute, so a
+ * the plugin afresh -- writes its own file and none overwrites another; and, unless -o has
+ * %p, %e, so each file names its program (memprof.cc1.4242.pb.gz beside memprof.gcc.4241...).
+ * When -o names a file without %p, the plugin writes "STEM.<program>.<pid>EXT" (out.pb.gz:
+ * out.gcc.4241.pb.gz) and this command renames the main program's file to FILE after it
+ * exits (or is killed, if a periodic dump exists); children keep theirs. With --no-follow
+ * the plugin takes itself out of the environment at start (MEMPROF_FOLLOW=0), so only the
+ * program writes a profile. The path is made absolute, so a
  * program that changes directory still writes where the user asked. When -o names something
  * that is written in place rather than replaced (a device such as /dev/null, a FIFO, a
  * socket, /dev/stdout; api/output.h), the files go to a private temporary directory instead
@@ -60,14 +63,15 @@
 
 #define PLUGIN_NAME   "libmemprof-preload.so"
 #define SUMMARY_TOP   5
-#define LIST_CHILDREN 5
+#define LIST_CHILDREN 10
 
 struct run_options {
     const char *rate, *output, *format_s, *interval, *signal_s, *unwind, *temp_threshold;
     memprof_format format;
     int signo;
     bool quiet;
-    char **argv; /* the program and its arguments */
+    bool no_follow; /* profile the program only, not the programs it executes */
+    char **argv;    /* the program and its arguments */
 };
 
 /* ---- finding the plugin --------------------------------------------------------------------- */
@@ -149,10 +153,21 @@ static bool append(char *buf, size_t *len, const char *s, bool escape)
     return true;
 }
 
-/* Expands %p and %% exactly as the plugin does (one shared implementation). */
-static bool expand(const char *tmpl, pid_t pid, char *out, size_t size)
+/* Expands %e (as `prog`), %p and %% exactly as the plugin does (one shared
+ * implementation). */
+static bool expand(const char *tmpl, const char *prog, pid_t pid, char *out, size_t size)
 {
-    return memprof__expand_path(tmpl, pid, out, size, NULL);
+    char named[PATH_MAX];
+    return memprof__expand_program(tmpl, prog, named, sizeof named) &&
+           memprof__expand_path(named, pid, out, size, NULL);
+}
+
+/* The name %e becomes in the main program's file: the plugin there takes the base name of
+ * the file executed (values.h), which is what execvp() makes of argv[0]. */
+static const char *main_program_name(const struct run_options *o)
+{
+    const char *slash = strrchr(o->argv[0], '/');
+    return slash ? slash + 1 : o->argv[0];
 }
 
 /* The profile paths of one run. `tmpl` is relative to this process's directory (used here);
@@ -164,8 +179,22 @@ struct paths {
     const char *final;
     char tmpdir[PATH_MAX]; /* empty: none */
     pid_t main_pid;        /* the program's, once started */
+    const char *prog;      /* what %e becomes in its file names (main_program_name()) */
     bool copied;           /* its file was copied into `final`: remove it */
 };
+
+/* Where the extension of a file name starts: ".pb.gz", else the last dot of the base name
+ * (not a leading one); the end of the name when there is none. */
+static const char *extension_of(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(base);
+    if (n > 6 && !strcmp(base + n - 6, ".pb.gz"))
+        return base + n - 6;
+    const char *dot = strrchr(base, '.');
+    return dot && dot != base ? dot : base + n;
+}
 
 static bool make_paths(const struct run_options *o, struct paths *ps)
 {
@@ -180,19 +209,21 @@ static bool make_paths(const struct run_options *o, struct paths *ps)
         ps->final = o->output;
         if (!append(ps->tmpl, &len, ps->tmpdir, true) || !append(ps->tmpl, &len, "/", false) ||
             !append(ps->tmpl, &len, *base ? base : "profile", true) ||
-            !append(ps->tmpl, &len, ".%p", false))
+            !append(ps->tmpl, &len, ".%e.%p", false))
             return false;
     } else if (o->output) {
+        /* Each process's file names its program and pid before the extension, so it keeps
+         * the extension its format is known by: out.pb.gz -> out.cc1.4242.pb.gz. */
         ps->final = o->output;
-        if (!append(ps->tmpl, &len, o->output, true) || !append(ps->tmpl, &len, ".%p", false))
+        char stem[PATH_MAX];
+        snprintf(stem, sizeof stem, "%s", o->output);
+        const char *ext = extension_of(o->output);
+        stem[ext - o->output] = 0;
+        if (!append(ps->tmpl, &len, stem, true) || !append(ps->tmpl, &len, ".%e.%p", false) ||
+            !append(ps->tmpl, &len, ext, true))
             return false;
     } else {
-        const char *prog = strrchr(o->argv[0], '/');
-        prog = prog ? prog + 1 : o->argv[0];
-        if (!*prog)
-            prog = "program";
-        if (!append(ps->tmpl, &len, "memprof.", false) || !append(ps->tmpl, &len, prog, true) ||
-            !append(ps->tmpl, &len, ".%p", false) ||
+        if (!append(ps->tmpl, &len, "memprof.%e.%p", false) ||
             !append(ps->tmpl, &len, memprof_cli_format_extension(o->format), false))
             return false;
     }
@@ -209,11 +240,11 @@ static bool make_paths(const struct run_options *o, struct paths *ps)
 
 /* ---- which profile files this run wrote --------------------------------------------------- */
 
-/* A simple template (one %p in the file name, none in the directory) split around %p and
- * unescaped, so file names it produces can be recognised in a directory listing. */
+/* A template whose file names can be recognised in a directory listing: one %p in the file
+ * name, none in the directory; %e (the program) at most once. */
 struct tmpl_parts {
     bool ok;
-    char dir[PATH_MAX], prefix[PATH_MAX], suffix[PATH_MAX];
+    char dir[PATH_MAX], base[PATH_MAX]; /* base: the file name part, unexpanded */
 };
 
 static void split_template(const char *tmpl, struct tmpl_parts *t)
@@ -228,32 +259,69 @@ static void split_template(const char *tmpl, struct tmpl_parts *t)
     } else {
         strcpy(t->dir, ".");
     }
-    const char *pp = strstr(base, "%p");
-    if (strchr(t->dir, '%') || !pp || strstr(pp + 2, "%p"))
+    const char *pp = strstr(base, "%p"), *pe = strstr(base, "%e");
+    if (strchr(t->dir, '%') || !pp || strstr(pp + 2, "%p") || (pe && strstr(pe + 2, "%e")))
         return;
-    char prefix[PATH_MAX];
-    size_t plen = (size_t)(pp - base);
-    memcpy(prefix, base, plen);
-    prefix[plen] = 0;
-    t->ok = expand(prefix, 0, t->prefix, sizeof t->prefix) &&
-            expand(pp + 2, 0, t->suffix, sizeof t->suffix);
+    snprintf(t->base, sizeof t->base, "%s", base);
+    t->ok = true;
 }
 
 /* One file named like the template, as found in a listing. */
 struct pfile {
     char name[NAME_MAX + 1];
+    char prog[NAME_MAX + 1]; /* what %e became; empty without %e */
     long pid;
     dev_t dev;
     ino_t ino;
     struct timespec mtim;
 };
 
+/* Whether file name `s` is what template `t` expands to for some pid (*pid) and, where the
+ * template has %e, some program name (into f->prog). Backtracks over the lengths of the
+ * pid and the name: "memprof.%e.%p.pb.gz" matches "memprof.python3.11.42.pb.gz" as
+ * program "python3.11", pid 42. */
+static bool match_name(const char *t, const char *s, struct pfile *f, long *pid)
+{
+    for (;; t++, s++) {
+        if (t[0] == '%' && (t[1] == 'p' || t[1] == 'e')) {
+            bool digits = t[1] == 'p';
+            const char *end = s;
+            while (digits ? *end >= '0' && *end <= '9' : memprof__program_name_char(*end))
+                end++;
+            for (; end > s; end--) {
+                if (!match_name(t + 2, end, f, pid))
+                    continue;
+                if (digits) {
+                    char *stop;
+                    *pid = strtol(s, &stop, 10);
+                    return stop == end && *pid > 0;
+                }
+                snprintf(f->prog, sizeof f->prog, "%.*s", (int)(end - s), s);
+                return true;
+            }
+            return false;
+        }
+        if (t[0] == '%' && t[1] == '%')
+            t++; /* "%%" is one '%' */
+        if (*t != *s)
+            return false;
+        if (!*t)
+            return true;
+    }
+}
+
+static int by_pid(const void *a, const void *b)
+{
+    const struct pfile *x = a, *y = b;
+    return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
 struct pfiles {
     struct pfile *v;
     size_t n;
 };
 
-/* Lists the regular files in the template's directory named prefix<pid>suffix. Time stamps
+/* Lists the regular files in the template's directory named as it names them, by pid. Time stamps
  * cannot tell an old file from a new one reliably (coarse or multigrain file times), so the
  * run compares a listing taken before the program starts with one taken after: a file is
  * this run's if it is new or was replaced (the plugin renames a new inode into place). */
@@ -266,18 +334,14 @@ static void scan(const struct tmpl_parts *t, struct pfiles *out)
     DIR *d = opendir(t->dir);
     if (!d)
         return;
-    size_t cap = 0, lp = strlen(t->prefix), ls = strlen(t->suffix);
+    size_t cap = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        size_t n = strlen(e->d_name);
-        if (n <= lp + ls || strncmp(e->d_name, t->prefix, lp) ||
-            strcmp(e->d_name + n - ls, t->suffix) || e->d_name[lp] < '0' || e->d_name[lp] > '9')
-            continue;
-        char *end;
-        long pid = strtol(e->d_name + lp, &end, 10);
+        struct pfile found = {.prog = ""};
+        long pid = 0;
         char path[PATH_MAX];
         struct stat st;
-        if (end != e->d_name + n - ls ||
+        if (!match_name(t->base, e->d_name, &found, &pid) ||
             snprintf(path, sizeof path, "%s/%s", t->dir, e->d_name) >= (int)sizeof path ||
             stat(path, &st) != 0 || !S_ISREG(st.st_mode))
             continue;
@@ -290,6 +354,7 @@ static void scan(const struct tmpl_parts *t, struct pfiles *out)
             cap = ncap;
         }
         struct pfile *f = &out->v[out->n++];
+        *f = found;
         snprintf(f->name, sizeof f->name, "%s", e->d_name);
         f->pid = pid;
         f->dev = st.st_dev;
@@ -297,6 +362,8 @@ static void scan(const struct tmpl_parts *t, struct pfiles *out)
         f->mtim = st.st_mtim;
     }
     closedir(d);
+    if (out->n)
+        qsort(out->v, out->n, sizeof *out->v, by_pid);
 }
 
 /* Whether file `f` (from the listing after the run) was already there before it. */
@@ -328,33 +395,35 @@ static bool written_by_run(const char *path, pid_t pid, const struct tmpl_parts 
     return stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_mtim.tv_sec >= start->tv_sec - 2;
 }
 
-/* Names the profiles the other processes of this run (children) wrote. */
+/* Names the profiles the other processes of this run (children) wrote, one line each with
+ * its program and pid, in the order they started (pids). */
 static void list_children(const struct tmpl_parts *t, pid_t main_pid, const struct pfiles *before,
                           const struct pfiles *after)
 {
     unsigned found = 0;
-    char line[1024];
-    size_t o = 0;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem)
+        return;
     for (size_t i = 0; i < after->n; i++) {
         const struct pfile *f = &after->v[i];
         if (f->pid == (long)main_pid || existed_before(before, f))
             continue;
-        if (found++ < LIST_CHILDREN) {
-            int w = snprintf(line + o, sizeof line - o, "%s%s", o ? ", " : "", f->name);
-            if (w < 0 || (size_t)w >= sizeof line - o)
-                line[o] = 0;
-            else
-                o += (size_t)w;
-        }
+        if (found++ < LIST_CHILDREN)
+            fprintf(mem, "  %s%s(pid %ld): %s\n", f->prog, f->prog[0] ? " " : "", f->pid, f->name);
     }
-    if (!found)
-        return;
-    line[o] = 0;
-    bool here = !strcmp(t->dir, ".");
-    memprof_cli_error("%u other process%s of this run wrote %s own profile%s%s%s: %s%s", found,
-                      found == 1 ? "" : "es", found == 1 ? "its" : "their", found == 1 ? "" : "s",
-                      here ? "" : " in ", here ? "" : t->dir, line,
-                      found > LIST_CHILDREN ? ", ..." : "");
+    if (found > LIST_CHILDREN)
+        fprintf(mem, "  and %u more\n", found - LIST_CHILDREN);
+    fclose(mem);
+    if (found) {
+        bool here = !strcmp(t->dir, ".");
+        memprof_cli_error("%u other process%s of this run wrote %s own profile%s%s%s:", found,
+                          found == 1 ? "" : "es", found == 1 ? "its" : "their",
+                          found == 1 ? "" : "s", here ? "" : " in ", here ? "" : t->dir);
+        fwrite(text, 1, len, stderr); /* one write, so it does not interleave */
+    }
+    free(text);
 }
 
 /* Whether a view has any site to show. */
@@ -439,6 +508,7 @@ static void print_largest_child(const struct tmpl_parts *t, pid_t main_pid,
     struct memprof_profile *best = NULL;
     char best_path[PATH_MAX + NAME_MAX + 2] = "";
     long best_pid = 0;
+    const char *best_prog = "";
     uint64_t best_peak = main_peak;
     for (size_t i = 0, read = 0; i < after->n && read < MAX_CHILD_READS; i++) {
         const struct pfile *f = &after->v[i];
@@ -456,6 +526,7 @@ static void print_largest_child(const struct tmpl_parts *t, pid_t main_pid,
             best = p;
             best_peak = peak;
             best_pid = f->pid;
+            best_prog = f->prog;
             snprintf(best_path, sizeof best_path, "%s", path);
         } else {
             memprof__profile_free(p);
@@ -472,8 +543,8 @@ static void print_largest_child(const struct tmpl_parts *t, pid_t main_pid,
         memprof__export_text_sites(best, mem, MEMPROF_VIEW_PEAK, SUMMARY_TOP);
         fclose(mem);
     }
-    memprof_cli_error("the largest heap of this run was in process %ld (%s):", best_pid,
-                      best_path);
+    memprof_cli_error("the largest heap of this run was in process %ld (%s%s%s):", best_pid,
+                      best_prog, best_prog[0] ? ", " : "", best_path);
     if (text)
         fwrite(text, 1, len, stderr);
     free(text);
@@ -559,6 +630,8 @@ static void exec_child(const struct run_options *o, const char *plugin, const st
         ok = set_env("MEMPROF_TEMP_THRESHOLD", o->temp_threshold);
     if (ok && o->quiet)
         ok = set_env("MEMPROF_QUIET", "1");
+    if (ok)
+        ok = set_env("MEMPROF_FOLLOW", o->no_follow ? "0" : "1");
     if (ok && deferred_symbolization(o))
         ok = set_env("MEMPROF_SYMBOLIZE", "0");
     int e = ENOMEM;
@@ -601,7 +674,7 @@ static int outcome(const struct run_options *o, struct paths *ps, pid_t pid, int
     struct pfiles after;
     scan(tp, &after);
     symbolize_written(o, tp, before, &after);
-    if (expand(ps->tmpl, pid, written, sizeof written) &&
+    if (expand(ps->tmpl, ps->prog, pid, written, sizeof written) &&
         written_by_run(written, pid, tp, before, &after, start)) {
         profile = read_from = written;
         if (!tp->ok && deferred_symbolization(o)) { /* not in a listing: only this one */
@@ -689,7 +762,7 @@ static void remove_tmpdir(const struct paths *ps)
     char written[PATH_MAX];
     if (!ps->tmpdir[0])
         return;
-    if (ps->copied && expand(ps->tmpl, ps->main_pid, written, sizeof written))
+    if (ps->copied && expand(ps->tmpl, ps->prog, ps->main_pid, written, sizeof written))
         unlink(written);
     rmdir(ps->tmpdir);
 }
@@ -710,6 +783,7 @@ static int run(const struct run_options *o)
     struct paths ps;
     ps.tmpdir[0] = 0;
     ps.main_pid = 0;
+    ps.prog = main_program_name(o);
     ps.copied = false;
     if (o->output && !strstr(o->output, "%p") && memprof__output_in_place(o->output) &&
         !make_tmpdir(&ps))
@@ -847,6 +921,7 @@ int memprof_cli_run(int argc, char **argv)
         {"unwind", required_argument, NULL, 'u'},
         {"temp-threshold", required_argument, NULL, 'T'},
         {"quiet", no_argument, NULL, 'q'},
+        {"no-follow", no_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -913,6 +988,9 @@ int memprof_cli_run(int argc, char **argv)
             break;
         case 'q':
             o.quiet = true;
+            break;
+        case 'F':
+            o.no_follow = true;
             break;
         case 'h':
             memprof_cli_help("run", stdout);

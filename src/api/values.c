@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/auxv.h>
 
 #include "core/engine.h"
 
@@ -144,6 +145,55 @@ bool memprof__expand_path(const char *tmpl, pid_t pid, char *out, size_t size, b
         memcpy(out + o, piece, n);
         o += n;
     }
+    out[o] = 0;
+    return true;
+}
+
+const char *memprof__program_name(void)
+{
+    const char *file = (const char *)getauxval(AT_EXECFN);
+    /* A descriptor's name says nothing of the program: argv[0] does. */
+    if (!file || !*file || !strncmp(file, "/proc/", 6) || !strncmp(file, "/dev/fd/", 8))
+        file = program_invocation_name;
+    const char *slash = strrchr(file, '/');
+    return slash ? slash + 1 : file;
+}
+
+bool memprof__program_name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '+' || c == '-';
+}
+
+#define PROGRAM_NAME_MAX 64
+
+bool memprof__expand_program(const char *tmpl, const char *name, char *out, size_t size)
+{
+    char safe[PROGRAM_NAME_MAX + 1];
+    size_t n = 0;
+    for (; name && name[n] && n < PROGRAM_NAME_MAX; n++)
+        safe[n] = memprof__program_name_char(name[n]) ? name[n] : '_';
+    safe[n] = 0;
+    if (!n)
+        strcpy(safe, "program");
+    size_t o = 0;
+    for (const char *p = tmpl; *p; p++) {
+        const char *piece = safe;
+        char two[3] = {p[0], p[1], 0};
+        if (p[0] == '%' && p[1] == 'e')
+            p++;
+        else if (p[0] == '%' && p[1]) /* %p, %% and the rest: for memprof__expand_path() */
+            piece = two, p++;
+        else
+            two[1] = 0, piece = two;
+        size_t len = strlen(piece);
+        if (o + len >= size)
+            return false;
+        memcpy(out + o, piece, len);
+        o += len;
+    }
+    if (!size)
+        return false;
     out[o] = 0;
     return true;
 }

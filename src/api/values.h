@@ -36,4 +36,17 @@ MEMPROF_INTERNAL int memprof__parse_signal(const char *v);
 MEMPROF_INTERNAL bool memprof__expand_path(const char *tmpl, pid_t pid, char *out, size_t size,
                                            bool *had_pid);
 
+/* The name "%e" stands for in a profile path template: the base name of the file this
+ * process executed (AT_EXECFN: "cc1" for gcc's compiler, the script for a script), or of
+ * argv[0] when that file was a descriptor (/proc/self/exe, fexecve). Not sanitized. */
+MEMPROF_INTERNAL const char *memprof__program_name(void);
+/* Replaces every "%e" of a path template by `name` made safe for a file name (letters,
+ * digits and . _ + - kept, anything else '_', at most 64 characters, "program" when empty),
+ * leaving "%p" and "%%" for memprof__expand_path(). Returns false if the result does not
+ * fit in `size` bytes. */
+MEMPROF_INTERNAL bool memprof__expand_program(const char *tmpl, const char *name, char *out,
+                                              size_t size);
+/* Whether c may appear in the name memprof__expand_program() puts for "%e". */
+MEMPROF_INTERNAL bool memprof__program_name_char(char c);
+
 #endif

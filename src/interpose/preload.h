@@ -17,6 +17,11 @@
  * plugin's constructor. */
 void memprof__preload_configure(bool sample_heap_ok);
 
+/* Takes the plugin out of the environment this program's children inherit: its LD_PRELOAD
+ * entry and every MEMPROF_* variable (MEMPROF_FOLLOW=0; preload_follow.c). Once, from the
+ * plugin's constructor, after the configuration was read. */
+void memprof__preload_unfollow(void);
+
 /* Where, how and when profiles are written (preload_dump.c). */
 struct memprof_dump_config {
     char output[PATH_MAX]; /* template with %p; empty = write nothing */

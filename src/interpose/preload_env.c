@@ -8,8 +8,9 @@
  *                   leaves memprof_init()/memprof_start() to the program.
  *   MEMPROF_RATE    mean bytes between samples, with an optional K, M or G suffix (KiB,
  *                   MiB, GiB); default 512K.
- *   MEMPROF_OUTPUT  profile written at exit; "%p" is replaced by the pid, "%%" by "%". A
- *                   relative path is relative to the directory the program started in.
+ *   MEMPROF_OUTPUT  profile written at exit; "%p" is replaced by the pid, "%e" by the
+ *                   program's name (api/values.h), "%%" by "%". A relative path is
+ *                   relative to the directory the program started in.
  *                   Unset: nothing is written. Ignored in set-uid/set-gid programs.
  *   MEMPROF_FORMAT  pprof, speedscope, collapsed, text or html (default: from the file
  *                   extension, else text).
@@ -31,6 +32,10 @@
  *                   0 writes addresses with their modules' mappings and build ids only, a
  *                   cheaper exit, for `memprof report --symbolize` (or pprof) to name later
  *                   (`memprof run` does this and symbolizes after the program exits).
+ *   MEMPROF_FOLLOW  1 (default) leaves the environment alone, so the programs this one
+ *                   executes are profiled too; 0 profiles this program only: the plugin
+ *                   removes itself from LD_PRELOAD and every MEMPROF_* variable from the
+ *                   environment at start (preload_follow.c).
  *   MEMPROF_QUIET   1 silences every message.
  * Writing the profiles is preload_dump.c's job.
  */
@@ -161,6 +166,9 @@ void memprof__preload_configure(bool sample_heap_ok)
                 sheap);
     }
 
+    /* Read now, acted on at the end: the rest of the configuration still reads MEMPROF_*. */
+    int follow = parse_bool("MEMPROF_FOLLOW", getenv("MEMPROF_FOLLOW"), 1);
+
     if (!parse_bool("MEMPROF_SYMBOLIZE", getenv("MEMPROF_SYMBOLIZE"), 1))
         memprof__sym_set_symbolize(false);
 
@@ -195,6 +203,15 @@ void memprof__preload_configure(bool sample_heap_ok)
                        cwd[strlen(cwd) - 1] == '/' ? "" : "/", out);
     else if (out)
         len = snprintf(dump.output, sizeof dump.output, "%s", out);
+    /* "%e", the program's name, is known now and for good: a fork() child is the same
+     * program, and an exec()ed one loads the plugin afresh. */
+    char named[PATH_MAX];
+    if (len >= 0 && (size_t)len < sizeof dump.output) {
+        if (memprof__expand_program(dump.output, memprof__program_name(), named, sizeof named))
+            memcpy(dump.output, named, strlen(named) + 1);
+        else
+            len = -1;
+    }
     if (len < 0 || (size_t)len >= sizeof dump.output) {
         say("memprof: ignoring MEMPROF_OUTPUT: longer than %d bytes", PATH_MAX - 1);
         dump.output[0] = 0;
@@ -254,4 +271,6 @@ void memprof__preload_configure(bool sample_heap_ok)
             say("memprof: could not start profiling: %s", memprof_strerror(rc));
     }
     memprof__preload_dump_setup(&dump);
+    if (!follow)
+        memprof__preload_unfollow();
 }

@@ -394,8 +394,8 @@ def t_plugin_override(tmp):
     plugin = os.path.realpath(ARGS.plugin)
     expect = plugin + (":" + libm if libm else "")
     check(out[0] == expect, "LD_PRELOAD in the program: %r, expected %r" % (out[0], expect))
-    check(out[1] == os.path.join(os.path.realpath(tmp), "env.pb.gz.%p") or
-          out[1] == os.path.join(tmp, "env.pb.gz.%p"),
+    check(out[1] == os.path.join(os.path.realpath(tmp), "env.%e.%p.pb.gz") or
+          out[1] == os.path.join(tmp, "env.%e.%p.pb.gz"),
           "MEMPROF_OUTPUT in the program: %r" % out[1])
     check(out[2] == "pprof", "MEMPROF_FORMAT in the program: %r" % out[2])
     maps = "\n".join(out[3:])
@@ -609,14 +609,16 @@ def t_run_children(tmp):
         profile_ok(path)
         r = memprof("report", path)
         check(r.returncode == 0 and "grow_cache" in r.out, "the profile of %d lacks grow_cache" % q)
-    check(re.search(r"1 other process of this run wrote its own profile: memprof\.\S+\.%d\.pb\.gz"
-                    % child, p.err), "the summary does not mention the child's profile")
-    # -o without %p: exactly that file for the program, FILE.<pid> for the child
+    check(re.search(r"1 other process of this run wrote its own profile:\n"
+                    r"  cli-prog \(pid %d\): memprof\.cli-prog\.%d\.pb\.gz\n" % (child, child),
+                    p.err), "the summary does not list the child's profile")
+    # -o without %p: exactly that file for the program, program and pid inserted before the
+    # extension for the child
     p = run_prog(tmp, "spawn", "400", "1000", opts=["-r", "16K", "-o", "fam.pb.gz"])
     pid, child = pid_of(p.out), pid_of(p.out, "child")
     profile_ok(os.path.join(tmp, "fam.pb.gz"))
-    profile_ok(os.path.join(tmp, "fam.pb.gz.%d" % child))
-    check(not os.path.exists(os.path.join(tmp, "fam.pb.gz.%d" % pid)),
+    profile_ok(os.path.join(tmp, "fam.cli-prog.%d.pb.gz" % child))
+    check(not os.path.exists(os.path.join(tmp, "fam.cli-prog.%d.pb.gz" % pid)),
           "the main program's profile was not renamed to fam.pb.gz")
     # A child with a much larger heap than the program (a driver and its compiler): the
     # summary goes on with the child's peak and sites; a smaller child is only listed.
@@ -628,6 +630,50 @@ def t_run_children(tmp):
     p = run_prog(tmp, "spawn", "4000", "1000", "10", opts=["-r", "16K"])
     check("the largest heap of this run" not in p.err,
           "a child smaller than the program is summarized")
+
+
+SPAWN_PY = ("import os, subprocess, sys\n"
+            "subprocess.run(sys.argv[1:], check=True)\n"
+            "print('env', os.environ.get('LD_PRELOAD'), sorted(k for k in os.environ "
+            "if k.startswith('MEMPROF_')))\n")
+
+
+def t_run_program_names(tmp):
+    """Each process's file names its program: python3 running cli-prog writes
+    memprof.python3.P.pb.gz and memprof.cli-prog.C.pb.gz, and the summary lists the child
+    with its program."""
+    need_plugin()
+    p = memprof("run", "-r", "16K", "--", "/usr/bin/python3", "-c", SPAWN_PY, ARGS.prog,
+                "alloc", "400", "1000", cwd=tmp)
+    check(p.returncode == 0, "exit %d" % p.returncode)
+    child = pid_of(p.out)
+    files = sorted(f for f in os.listdir(tmp) if f.endswith(".pb.gz"))
+    print("files: %s" % files)
+    check(len(files) == 2 and re.match(r"memprof\.python3\.\d+\.pb\.gz$", files[1]) and
+          files[0] == "memprof.cli-prog.%d.pb.gz" % child,
+          "expected memprof.python3.<pid>.pb.gz and memprof.cli-prog.%d.pb.gz" % child)
+    check(re.search(r"^memprof: profile of /usr/bin/python3 \(pid \d+\) written to "
+                    r"memprof\.python3\.\d+\.pb\.gz$", p.err, re.M),
+          "the summary does not name python3's profile")
+    check(re.search(r"^  cli-prog \(pid %d\): memprof\.cli-prog\.%d\.pb\.gz$" % (child, child),
+                    p.err, re.M), "the summary does not list the child with its program")
+
+
+def t_no_follow(tmp):
+    """--no-follow profiles the program only: the programs it runs inherit neither the
+    plugin nor MEMPROF_* (another LD_PRELOAD entry stays), and write no profile."""
+    need_plugin()
+    env = clean_env({"LD_PRELOAD": "libm.so.6"})
+    p = memprof("run", "--no-follow", "-r", "16K", "--", "/usr/bin/python3", "-c", SPAWN_PY,
+                ARGS.prog, "alloc", "400", "1000", cwd=tmp, env=env)
+    check(p.returncode == 0, "exit %d" % p.returncode)
+    files = sorted(f for f in os.listdir(tmp) if f.endswith(".pb.gz"))
+    print("files: %s" % files)
+    check(len(files) == 1 and files[0].startswith("memprof.python3."),
+          "expected python3's profile only, found %s" % files)
+    check("other process" not in p.err, "the summary lists other processes")
+    check(re.search(r"^env libm\.so\.6 \[\]$", p.out, re.M),
+          "the program's environment still holds the plugin or MEMPROF_*: %r" % p.out)
 
 
 def wait_for(cond, timeout, what):
@@ -661,7 +707,7 @@ def t_interval(tmp):
     go = os.path.join(tmp, "go")
     proc, pid = start_waiting(tmp, ["--interval", "1", "-r", "16K", "-o", "periodic.pb.gz"], go)
     try:
-        running = os.path.join(tmp, "periodic.pb.gz.%d" % pid)
+        running = os.path.join(tmp, "periodic.%s.%d.pb.gz" % (os.path.basename(ARGS.prog), pid))
         wait_for(lambda: os.path.exists(running), 10, "a periodic profile while it runs")
         check(proc.poll() is None, "the program ended before the periodic profile")
         profile_ok(running)
