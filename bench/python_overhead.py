@@ -20,7 +20,7 @@ allocator GOT slots itself); "preload" runs both arms under the preload plugin w
 MEMPROF_START=0, so the baseline pays for the plugin's idle hooks; "auto" (the default)
 picks got when it works.
 
-Usage: bench/python_overhead.py [--build BUILDDIR] [--pairs N] [--scale N]
+Usage: bench/python_overhead.py [--build BUILDDIR] [--python PATH] [--pairs N] [--scale N]
                                 [--workload objects|mixed|both] [--rate-kb KB]
                                 [--backend auto|got|preload] [--instructions [--hash-seed N]]
 --instructions counts the instructions of both arms under valgrind instead (deterministic,
@@ -31,8 +31,9 @@ str hashes change dict and set layouts and the not-started arm alone varies by u
 between runs, more than the effect measured; the started arm still varies a little with the
 sampler's own random seed. Compare several --hash-seed values rather than trusting one.
 With --build, the package staged in BUILDDIR/bindings/python and BUILDDIR/src's libraries
-are used; without it, the installed package. Run it with the interpreter the binding was
-built for (Debian's /usr/bin/python3).
+are used; without it, the installed package. The workloads run under --python (an
+interpreter the binding was built for, e.g. one of the python_interpreters option's), by
+default the interpreter running this script.
 """
 
 import argparse
@@ -140,7 +141,7 @@ def child_env(args, backend):
 def run_child(args, env, workload, on):
     scale = args.scale or DEFAULT_SCALE[workload]
     r = subprocess.run(
-        [sys.executable, "-c", CHILD, workload, str(scale), str(args.rate_kb),
+        [args.python, "-c", CHILD, workload, str(scale), str(args.rate_kb),
          "on" if on else "off"],
         env=env, capture_output=True, text=True, timeout=600,
     )
@@ -153,7 +154,7 @@ def instructions(args, env, workload, on, scale):
     """Instructions the child executes (valgrind's cachegrind), start-up included."""
     r = subprocess.run(
         ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-         sys.executable, "-c", CHILD, workload, str(scale), str(args.rate_kb),
+         args.python, "-c", CHILD, workload, str(scale), str(args.rate_kb),
          "on" if on else "off"],
         env=env, capture_output=True, text=True, timeout=3600,
     )
@@ -166,6 +167,8 @@ def instructions(args, env, workload, on, scale):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build", help="a meson build directory with the binding staged")
+    p.add_argument("--python", default=sys.executable,
+                   help="the interpreter the workloads run under (this one)")
     p.add_argument("--pairs", type=int, default=15, help="alternating pairs of runs (15)")
     p.add_argument("--scale", type=int, default=0, help="workload size (default: ~1 s)")
     p.add_argument("--workload", choices=["objects", "mixed", "both"], default="both")
@@ -180,7 +183,7 @@ def main():
     backend = args.backend
     if backend == "auto":
         probe = subprocess.run(
-            [sys.executable, "-c", "import memprof; memprof.start()"],
+            [args.python, "-c", "import memprof; memprof.start()"],
             env=child_env(args, "got"), capture_output=True, text=True,
         )
         backend = "got" if probe.returncode == 0 else "preload"

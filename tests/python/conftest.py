@@ -2,8 +2,12 @@
 """Shared fixtures of the Python binding's tests (suite 'python').
 
 The profiler is one engine per process and shutdown() is one-way, so every test that
-profiles runs its workload in a fresh interpreter (the one running pytest: Debian's
-/usr/bin/python3 under meson) and reads back a JSON result printed on its last line.
+profiles runs its workload in a fresh interpreter and reads back a JSON result printed on its
+last line. That interpreter is the one under test, PYTHON: MEMPROF_TEST_PYTHON (set by
+tests/python/meson.build for each interpreter the binding is built for), else the one running
+pytest (Debian's /usr/bin/python3 under meson). Tests that check the package inside the
+pytest process itself are marked ``in_process`` and run only when the two are the same
+interpreter (the other interpreters may have no pytest).
 
 Backends. A workload runs either with nothing preloaded ("got": memprof.start() patches the
 allocator GOT slots itself) or under the preload plugin with MEMPROF_START=0 ("preload": the
@@ -12,7 +16,8 @@ run with both; a backend that is not available is skipped with the reason. Other
 ``py``, which picks "got" when it works and "preload" otherwise.
 
 Environment (set by tests/python/meson.build): PYTHONPATH (the staged package),
-LD_LIBRARY_PATH (libmemprof.so), MEMPROF_TEST_PRELOAD (the plugin's path, when built).
+LD_LIBRARY_PATH (libmemprof.so), MEMPROF_TEST_PRELOAD (the plugin's path, when built),
+MEMPROF_TEST_PYTHON and MEMPROF_TEST_PYTHON_VERSION (the interpreter under test, "3.12").
 """
 
 from __future__ import annotations
@@ -29,6 +34,41 @@ from typing import Dict, Optional, Sequence
 import pytest
 
 PRELOAD = os.environ.get("MEMPROF_TEST_PRELOAD", "")
+PYTHON = os.environ.get("MEMPROF_TEST_PYTHON") or sys.executable
+PYTHON_VERSION = os.environ.get("MEMPROF_TEST_PYTHON_VERSION") or "%d.%d" % sys.version_info[:2]
+
+in_process = pytest.mark.skipif(
+    os.path.realpath(PYTHON) != os.path.realpath(sys.executable),
+    reason=f"checks the package in pytest's own interpreter, not {PYTHON}",
+)
+
+
+def _version() -> tuple:
+    return tuple(int(x) for x in PYTHON_VERSION.split("."))
+
+
+def code_name(qualname: str) -> str:
+    """The name frames of the function with this qualified name are reported under: the
+    qualified name from 3.11 on, the plain name in 3.10 (its code objects have no
+    co_qualname)."""
+    return qualname.rsplit(".", 1)[-1] if _version() < (3, 11) else qualname
+
+
+def listcomp_frames(enclosing: str) -> list:
+    """The Python frames, innermost first, that a list comprehension in function `enclosing`
+    runs in: its own frame, then enclosing's; from 3.12 on only enclosing's (comprehensions
+    are inlined, PEP 709)."""
+    if _version() >= (3, 12):
+        return [code_name(enclosing)]
+    return [code_name(enclosing + ".<locals>.<listcomp>"), code_name(enclosing)]
+
+
+@lru_cache(maxsize=None)
+def has_module(name: str) -> bool:
+    """Whether the interpreter under test can import this module (numpy, for instance)."""
+    r = subprocess.run([PYTHON, "-c", f"import {name}"], env=base_env(),
+                       capture_output=True, timeout=60)
+    return r.returncode == 0
 
 
 def base_env() -> Dict[str, str]:
@@ -61,7 +101,7 @@ def backend_unavailable(backend: str) -> Optional[str]:
     if backend == "preload" and not (PRELOAD and os.path.exists(PRELOAD)):
         return "the preload plugin was not built (MEMPROF_TEST_PRELOAD is not set)"
     r = subprocess.run(
-        [sys.executable, "-c", _PROBE], env=backend_env(backend), capture_output=True,
+        [PYTHON, "-c", _PROBE], env=backend_env(backend), capture_output=True,
         text=True, timeout=60,
     )
     out = (r.stdout.strip().splitlines() or [""])[-1]
@@ -102,7 +142,7 @@ class Runner:
         cwd: Optional[Path] = None,
     ) -> subprocess.CompletedProcess:
         r = subprocess.run(
-            [sys.executable, *args], env=self.env(env), capture_output=True, text=True,
+            [PYTHON, *args], env=self.env(env), capture_output=True, text=True,
             timeout=timeout, cwd=str(cwd or self.tmp_path),
         )
         if check and r.returncode != 0:
@@ -147,7 +187,7 @@ def py(tmp_path) -> Runner:
 
 
 def pytest_report_header(config):
-    lines = []
+    lines = [f"memprof workloads run under {PYTHON} (Python {PYTHON_VERSION})"]
     for b in ("got", "preload"):
         why = backend_unavailable(b)
         lines.append(f"memprof backend {b}: {'available' if why is None else why}")

@@ -8,12 +8,13 @@ import dataclasses
 
 import pytest
 
-from conftest import PROLOGUE
+from conftest import PROLOGUE, in_process, listcomp_frames
 
 import memprof
 from memprof import _api, _cli
 
 
+@in_process
 def test_public_names():
     for name in ["start", "stop", "get_snapshot", "get_stats", "shutdown", "MemoryProfiler",
                  "HeapSnapshot", "AllocationSample", "StackFrame", "MemProfStats",
@@ -23,6 +24,7 @@ def test_public_names():
     assert memprof.__version__
 
 
+@in_process
 def test_dataclass_fields():
     fields = {f.name for f in dataclasses.fields(memprof.HeapSnapshot)}
     assert {"samples", "total_samples", "live_samples", "estimated_heap_bytes",
@@ -37,6 +39,7 @@ def test_dataclass_fields():
             "estimated_bytes_high", "count", "samples", "stack"} <= fields
 
 
+@in_process
 def test_stats_before_start_in_this_process():
     # get_stats() works in every state; the pytest process never starts the profiler.
     s = memprof.get_stats()
@@ -44,6 +47,7 @@ def test_stats_before_start_in_this_process():
     assert s.total_samples == 0
 
 
+@in_process
 @pytest.mark.parametrize("bad", [0, -1, 1 << 31, 1.5, "64", True])
 def test_bad_rate_is_value_error(bad):
     with pytest.raises(ValueError, match="sampling_rate_kb"):
@@ -52,6 +56,7 @@ def test_bad_rate_is_value_error(bad):
         memprof.MemoryProfiler(sampling_rate_kb=bad)
 
 
+@in_process
 def test_cli_rate_parsing():
     assert _cli.parse_rate("65536") == 65536
     assert _cli.parse_rate("64K") == 65536
@@ -62,6 +67,7 @@ def test_cli_rate_parsing():
             _cli.parse_rate(bad)
 
 
+@in_process
 def test_library_file_classification():
     import json as json_module
     assert _api._is_library_file(json_module.__file__)
@@ -161,13 +167,14 @@ def test_api_roundtrip(py, tmp_path):
     assert r["health"]["confidence"] in ("high", "medium", "low")
     assert r["ts"] > 0 and r["wall"] > 1.6e9
     site = r["top"][0]
-    assert site["function"] == "hold.<locals>.<listcomp>"
+    assert site["function"] == listcomp_frames("hold")[0]
     assert site["file"].endswith("api.py") and site["python"]
     assert site["low"] <= site["bytes"] <= site["high"]
     assert site["count"] >= 150  # plus ~1000 per sampled small block (the bytearray objects)
     assert r["sample"]["size"] >= 100_000
     assert r["sample"]["weight"] >= 1.0
-    assert r["sample"]["python"][:2] == ["hold.<locals>.<listcomp>", "hold"]
+    frames = listcomp_frames("hold")
+    assert r["sample"]["python"][:len(frames)] == frames
     assert r["sample"]["python"][-1] == "<module>"
     assert r["oserror"] in ("FileNotFoundError", "OSError")
     assert len(r["rate_warnings"]) == 1 and "65536 bytes" in r["rate_warnings"][0]
@@ -218,6 +225,7 @@ def test_gc_epoch_tracking(py):
     assert r["epochs_seen"][0] == 0 and r["epochs_seen"][-1] >= 3
 
 
+@in_process
 @pytest.mark.parametrize("kwargs", [dict(max_frames=0), dict(max_frames=257),
                                     dict(max_frames=True), dict(unwind="lbr")])
 def test_bad_engine_options_are_value_errors(kwargs):
@@ -237,7 +245,10 @@ memprof.start(sampling_rate_kb=64, max_frames=8, unwind=sys.argv[1])
 keep = deep(30)
 snap = memprof.get_snapshot()
 stats = memprof.get_stats()
-native = max(len([f for f in s.stack if not f.is_python]) for s in snap.samples)
+# Captured frames: inlined ones are expanded from one captured address when debug
+# information is installed (pyenv's libpython has it).
+native = max(len([f for f in s.stack if not f.is_python and not f.inlined])
+             for s in snap.samples)
 emit(dict(unwinder=stats.unwinder, truncated=stats.truncated_stacks, native=native,
           python=max(len([f for f in s.stack if f.is_python]) for s in snap.samples)))
 """

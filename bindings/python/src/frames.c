@@ -1,24 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The Python frame source (memprof/runtime.h): when the sampler takes a sample on a thread
- * that runs Python code, capture() walks that thread's interpreter frames and turns each into
- * an id; at snapshot time resolve() turns an id back into function (co_qualname), file
- * (co_filename) and line, and is_eval_frame() tells the resolver which native frames are
+ * The Python frame source (memprof/runtime.h): when the sampler takes a sample on a thread that
+ * runs Python code, capture() walks that thread's interpreter frames and turns each into an id;
+ * at snapshot time resolve() turns an id back into function (co_qualname; co_name before 3.11),
+ * file (co_filename) and line, and is_eval_frame() tells the resolver which native frames are
  * CPython's eval loop, to be replaced by these frames ("trim and sandwich").
  *
- * Why the interpreter's internal frame structs (Python 3.11's _PyInterpreterFrame, reached
- * through the public PyThreadState::cframe) and not PyThreadState_GetFrame()/PyFrame_GetBack():
- * capture() runs inside an allocation (malloc, or pymalloc through our PyMem hooks), and the
- * public calls *create* frame objects for frames that have none. Creating an object there
- * re-enters pymalloc (which may be in the middle of allocating an arena when it called
- * malloc) and in 3.11 can even start a garbage collection that runs finalizers, i.e.
- * arbitrary Python code, inside malloc. The internal walk allocates nothing and takes no
- * reference; it also gives the one fact the public API hides: `is_entry`, set on the first
- * frame that each C-level call of _PyEval_EvalFrameDefault runs, which is exactly
- * MEMPROF_RUNTIME_FRAME_ENTRY (Python-to-Python calls run inside the same C frame in 3.11).
- * The extension is built for one interpreter version (the ABI tag in its file name), so the
- * struct layout it is compiled against is the one it runs with; other versions are refused
- * at compile time below.
+ * Why the interpreter's internal frames (reached through the thread state) and not
+ * PyThreadState_GetFrame()/PyFrame_GetBack(): capture() runs inside an allocation (malloc, or
+ * pymalloc through our PyMem hooks), and from 3.11 on the public calls *create* frame
+ * objects for frames that have none. Creating an object there re-enters pymalloc (which may
+ * be in the middle of allocating an arena when it called malloc) and can even start a
+ * garbage collection that runs finalizers, i.e. arbitrary Python code, inside malloc. The
+ * internal walk allocates nothing and takes no reference; it also gives the one fact the
+ * public API hides: which frame is the first that each C-level call of
+ * _PyEval_EvalFrameDefault runs, exactly MEMPROF_RUNTIME_FRAME_ENTRY (from 3.11 on,
+ * Python-to-Python calls run inside the same C frame). The layouts differ between CPython
+ * 3.10, 3.11, 3.12 and 3.13; frames_compat.h holds every such detail, and the extension is
+ * built for one interpreter version (the ABI tag in its file name), so the layout it is
+ * compiled against is the one it runs with.
  *
  * Which thread, and the GIL. capture() walks the frames of the *calling thread's own* thread
  * state (PyGILState_GetThisThreadState(), a thread-specific-data read), with or without the
@@ -31,18 +31,18 @@
  * finalization (when thread states of daemon threads are freed) capture() returns nothing.
  *
  * Ids. A frame's id is (index << 1) | is_entry, where index names an interned (code object,
- * line) pair. Interning copies the code object's qualified name and file name (as UTF-8,
- * encoded here without allocating) into an arena of our own, so resolve() never touches a
- * Python object and works on any thread, with or without the GIL (the preload plugin's dump
- * thread and exit-time writer resolve too). Lookup tables map a code object's address to its
- * copied names (`struct code`), (code, instruction offset) to a pair (the steady-state path:
- * one probe, no line-table walk) and (code, line) to a pair. A code object's address is a
- * stable key only while the object lives, so a code record is *pinned* (a strong reference
- * to the code object, for the life of the process) whenever the capturing thread holds the
- * GIL, the only time its reference count may be touched. Records created without the GIL are
- * unpinned until a capture with the GIL sees them: until then a lookup checks that the object
- * at that address still matches the record (first line, line-table size, and the lengths and
- * hashes of both names) and starts a new record when it does not.
+ * line) pair. Interning copies the code object's qualified name (co_name before 3.11) and file
+ * name (as UTF-8, encoded here without allocating) into an arena of our own, so resolve() never
+ * touches a Python object and works on any thread, with or without the GIL (the preload
+ * plugin's dump thread and exit-time writer resolve too). Lookup tables map a code object's
+ * address to its copied names (`struct code`), (code, instruction offset) to a pair (the
+ * steady-state path: one probe, no line-table walk) and (code, line) to a pair. A code object's
+ * address is a stable key only while the object lives, so a code record is *pinned* (a strong
+ * reference to the code object, for the life of the process) whenever the capturing thread
+ * holds the GIL, the only time its reference count may be touched. Records created without the
+ * GIL are unpinned until a capture with the GIL sees them: until then a lookup checks that the
+ * object at that address still matches the record (first line, line-table size, and the lengths
+ * and hashes of both names) and starts a new record when it does not.
  *
  * Concurrency. Lookups and inserts run under one mutex, taken once per capture (not per
  * frame); nothing inside allocates (tables, pairs and strings live in mmap'ed memory), takes
@@ -56,16 +56,7 @@
  * ordinary program keeps weak references to code objects with allocating callbacks.
  */
 #include "binding.h"
-
-#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000
-#error "the Python frame source is written for CPython 3.11's frame layout"
-#endif
-
-#ifndef Py_BUILD_CORE
-#define Py_BUILD_CORE 1
-#endif
-#include <internal/pycore_frame.h>
-#undef Py_BUILD_CORE
+#include "frames_compat.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -164,9 +155,10 @@ static const char *arena_copy(PyObject *s)
 
 struct code {
     uintptr_t addr;       /* the code object's address: a key, never dereferenced here */
-    const char *function; /* co_qualname, UTF-8 in the arena (NULL if not a str) */
+    const char *function; /* mp_code_name(), UTF-8 in the arena (NULL if not a str) */
     const char *file;     /* co_filename, likewise */
     bool pinned;          /* we hold a strong reference to the code object */
+    bool shim;            /* an interpreter shim (mp_code_is_shim()): its frames are skipped */
     /* what a lookup of an unpinned record checks against the object now at addr */
     int firstlineno;
     Py_ssize_t linetable_size, name_len, file_len;
@@ -180,8 +172,9 @@ struct pair {
 
 #define CHUNK_BITS   12u
 #define CHUNK_SIZE   (1u << CHUNK_BITS)
-#define MAX_CHUNKS   4096u /* 16 M pairs */
-#define UNKNOWN_PAIR 0u    /* index 0: "[python frame]", used when a table cannot grow */
+#define MAX_CHUNKS   4096u      /* 16 M pairs */
+#define UNKNOWN_PAIR 0u         /* index 0: "[python frame]", used when a table cannot grow */
+#define SHIM_PAIR    UINT32_MAX /* not a pair: intern()'s answer for a shim's frame */
 
 static _Atomic(struct pair *) chunks[MAX_CHUNKS];
 static _Atomic uint32_t npairs = 1; /* index 0 is reserved */
@@ -213,9 +206,9 @@ static bool code_matches(const struct code *rec, PyCodeObject *co)
         return true;
     if (rec->firstlineno != co->co_firstlineno ||
         rec->linetable_size != PyBytes_GET_SIZE(co->co_linetable) ||
-        rec->name_len != str_len(co->co_qualname) || rec->file_len != str_len(co->co_filename))
+        rec->name_len != str_len(mp_code_name(co)) || rec->file_len != str_len(co->co_filename))
         return false;
-    Py_hash_t h = str_hash(co->co_qualname);
+    Py_hash_t h = str_hash(mp_code_name(co));
     if (h != -1 && rec->name_hash != -1 && h != rec->name_hash)
         return false;
     h = str_hash(co->co_filename);
@@ -233,13 +226,14 @@ static struct code *code_new(PyCodeObject *co, bool gil)
     struct code *rec = code_chunk++;
     code_chunk_left--;
     rec->addr = (uintptr_t)co;
-    rec->function = arena_copy(co->co_qualname);
+    rec->function = arena_copy(mp_code_name(co));
     rec->file = arena_copy(co->co_filename);
+    rec->shim = mp_code_is_shim(rec->file);
     rec->firstlineno = co->co_firstlineno;
     rec->linetable_size = PyBytes_GET_SIZE(co->co_linetable);
-    rec->name_len = str_len(co->co_qualname);
+    rec->name_len = str_len(mp_code_name(co));
     rec->file_len = str_len(co->co_filename);
-    rec->name_hash = str_hash(co->co_qualname);
+    rec->name_hash = str_hash(mp_code_name(co));
     rec->file_hash = str_hash(co->co_filename);
     if (gil) {
         Py_INCREF(co);
@@ -359,12 +353,15 @@ static const struct code *code_of(PyCodeObject *co, bool gil)
     return rec;
 }
 
-/* The pair of (code, instruction offset) (lock held): two probes when seen before. */
+/* The pair of (code, instruction offset) (lock held): two probes when seen before.
+ * SHIM_PAIR for a frame of a shim. */
 static uint32_t intern(PyCodeObject *co, int lasti, bool gil)
 {
     const struct code *rec = code_of(co, gil);
     if (!rec)
         return UNKNOWN_PAIR;
+    if (rec->shim)
+        return SHIM_PAIR;
     uintptr_t key = (uintptr_t)co;
     if (by_offset.mask) {
         struct slot *s = table_find(&by_offset, key, lasti);
@@ -400,22 +397,23 @@ static unsigned capture(void *ctx, uint64_t *ids, unsigned max)
 {
     (void)ctx;
     PyThreadState *ts = PyGILState_GetThisThreadState();
-    if (!ts || _Py_IsFinalizing())
+    if (!ts || mp_finalizing())
         return 0;
-    /* The interpreter's current thread state is the GIL holder's (a process-wide value in
-     * 3.11): ours means this thread holds the GIL and may touch reference counts. */
-    bool gil = _PyThreadState_UncheckedGet() == ts;
-    _PyInterpreterFrame *f = ts->cframe ? ts->cframe->current_frame : NULL;
+    /* Only a thread that holds the GIL may touch reference counts (pinning). */
+    bool gil = mp_holds_gil(ts);
+    mp_pyframe *f = mp_frame_current(ts);
     if (!f)
         return 0;
     unsigned n = 0;
     pthread_mutex_lock(&lock);
-    for (; f && n < max; f = f->previous) {
-        PyCodeObject *co = f->f_code;
+    for (; f && n < max; f = mp_frame_previous(f)) {
+        PyCodeObject *co = mp_frame_code(f);
         if (!co)
             continue;
-        int lasti = (int)(f->prev_instr - _PyCode_CODE(co));
-        ids[n++] = ((uint64_t)intern(co, lasti, gil) << 1) | (f->is_entry ? 1u : 0u);
+        uint32_t index = intern(co, mp_frame_lasti(f, co), gil);
+        if (index == SHIM_PAIR)
+            continue;
+        ids[n++] = ((uint64_t)index << 1) | (mp_frame_is_entry(f) ? 1u : 0u);
     }
     pthread_mutex_unlock(&lock);
     return n;

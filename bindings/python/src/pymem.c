@@ -8,7 +8,7 @@
  * memprof_report_alloc() (WATCH mode), and memprof_report_free().
  *
  * Counting each block once. pymalloc serves requests of 1 to 512 bytes
- * (SMALL_REQUEST_THRESHOLD in 3.11) from its pools and forwards everything else, including
+ * (SMALL_REQUEST_THRESHOLD in 3.10 to 3.13) from its pools and forwards everything else, including
  * 0-byte requests, to PyMem_RawMalloc/RawCalloc/RawRealloc, i.e. to malloc, which the malloc
  * hooks already sample. Those forwards go through the RAW domain's *current* allocator, so we
  * also wrap PYMEM_DOMAIN_RAW with a pass-through that notes "a forward happened on the
@@ -82,7 +82,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define SMALL_REQUEST_THRESHOLD 512 /* pymalloc's largest pool request in 3.11 */
+#define SMALL_REQUEST_THRESHOLD 512 /* pymalloc's largest pool request, 3.10 to 3.13 */
 
 static PyMemAllocatorEx raw_orig, mem_orig, obj_orig;
 static PyMemAllocatorEx mem_installed, obj_installed;
