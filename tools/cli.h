@@ -93,14 +93,19 @@ struct memprof_cli_symbolize {
     size_t ndebug_dirs;
     bool quiet;
     size_t *named; /* if not NULL, set to how many addresses gained a name */
+    /* Kept between calls, so that several profiles read each module's files once; zero
+     * them before the first call, memprof_cli_symbolize_end() after the last. */
+    struct memprof_offline *session;
+    size_t said; /* modules without files already named on stderr */
 };
 /* Names p's unresolved frames; *out is the symbolized copy (p must outlive it; free it with
  * memprof__profile_symbolized_free()). Returns 0, or a negative errno after one line. */
-int memprof_cli_symbolize(const struct memprof_profile *p, const struct memprof_cli_symbolize *s,
+int memprof_cli_symbolize(const struct memprof_profile *p, struct memprof_cli_symbolize *s,
                           struct memprof_profile **out);
 /* The same for the pprof file at `path`, rewritten in place (atomically) when anything
  * gained a name. Returns 0 or a negative errno after one line. */
-int memprof_cli_symbolize_file(const char *path, const struct memprof_cli_symbolize *s);
+int memprof_cli_symbolize_file(const char *path, struct memprof_cli_symbolize *s);
+void memprof_cli_symbolize_end(struct memprof_cli_symbolize *s);
 
 /* Checks that a file can be created in the directory that would hold `path` (by creating
  * and removing a temporary file there, which also works for root and read-only mounts).

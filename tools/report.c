@@ -200,6 +200,7 @@ int memprof_cli_report(int argc, char **argv)
         struct memprof_cli_symbolize s = {.debug_dirs = debug_dirs, .ndebug_dirs = ndebug_dirs};
         if (memprof_cli_symbolize(p, &s, &named) != 0)
             status = CLI_EXIT_FAILURE;
+        memprof_cli_symbolize_end(&s);
     }
     job.p = named ? named : p;
     if (!p || (symbolize && !named)) {

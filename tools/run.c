@@ -586,6 +586,7 @@ static void symbolize_written(const struct run_options *o, const struct tmpl_par
             snprintf(path, sizeof path, "%s/%s", t->dir, after->v[i].name) < (int)sizeof path)
             memprof_cli_symbolize_file(path, &s);
     }
+    memprof_cli_symbolize_end(&s);
 }
 
 /* ---- the run -------------------------------------------------------------------------------- */
@@ -680,6 +681,7 @@ static int outcome(const struct run_options *o, struct paths *ps, pid_t pid, int
         if (!tp->ok && deferred_symbolization(o)) { /* not in a listing: only this one */
             struct memprof_cli_symbolize s = {.quiet = o->quiet};
             memprof_cli_symbolize_file(written, &s);
+            memprof_cli_symbolize_end(&s);
         }
         if (ps->final && ps->tmpdir[0]) {
             /* Written in place: the file in the temporary directory is read for the summary

@@ -14,7 +14,7 @@
 
 #define MAX_MISSING_LISTED 5
 
-int memprof_cli_symbolize(const struct memprof_profile *p, const struct memprof_cli_symbolize *s,
+int memprof_cli_symbolize(const struct memprof_profile *p, struct memprof_cli_symbolize *s,
                           struct memprof_profile **out)
 {
     *out = NULL;
@@ -27,27 +27,32 @@ int memprof_cli_symbolize(const struct memprof_profile *p, const struct memprof_
         .ndebug_dirs = s->ndebug_dirs,
         .debuginfod = true,
     };
-    struct memprof_offline *o = memprof__offline_new(&c);
+    /* A run's profiles share one session: each module's files are read once. */
+    if (!s->session && !(s->session = memprof__offline_new(&c))) {
+        memprof_cli_error("cannot symbolize: %s", strerror(ENOMEM));
+        return -ENOMEM;
+    }
+    struct memprof_offline *o = s->session;
     size_t named = 0;
-    int rc = o ? memprof__profile_symbolize(p, o, out, &named) : -ENOMEM;
+    int rc = memprof__profile_symbolize(p, o, out, &named);
     if (rc != 0) {
         memprof_cli_error("cannot symbolize: %s", strerror(-rc));
-        memprof__offline_free(o);
         return rc;
     }
+    /* The modules not found since the last call (the session remembers them all). */
     const char *build_id, *path;
-    size_t n = 0;
+    size_t n = s->said;
     for (; (path = memprof__offline_missing(o, n, &build_id)) != NULL; n++)
         if (!s->quiet && n < MAX_MISSING_LISTED)
             memprof_cli_error("no file of build id %s for %s: its frames stay addresses",
                               build_id ? build_id : "(none)", path ? path : "(no path)");
-    if (!s->quiet && n > MAX_MISSING_LISTED)
-        memprof_cli_error("... and %zu more modules without files", n - MAX_MISSING_LISTED);
-    if (!s->quiet && n)
+    if (!s->quiet && n > MAX_MISSING_LISTED && s->said <= MAX_MISSING_LISTED)
+        memprof_cli_error("... and more modules without files");
+    if (!s->quiet && n > s->said)
         memprof_cli_error("looked at the recorded paths, %s/usr/lib/debug/.build-id%s",
                           s->ndebug_dirs ? "--debug-dir, " : "",
                           memprof__offline_has_debuginfod() ? " and DEBUGINFOD_URLS" : "");
-    memprof__offline_free(o);
+    s->said = n;
     if (s->named)
         *s->named = named;
     return 0;
@@ -55,22 +60,28 @@ int memprof_cli_symbolize(const struct memprof_profile *p, const struct memprof_
 
 static int fill_pprof(FILE *out, void *ctx)
 {
-    return memprof_cli_export(ctx, MEMPROF_FORMAT_PPROF, out, 0, MEMPROF_VIEW_LIVE, false);
+    return memprof_cli_export(ctx, MEMPROF_FORMAT_PPROF, out, 0, MEMPROF_VIEW_LIVE, false, false);
 }
 
-int memprof_cli_symbolize_file(const char *path, const struct memprof_cli_symbolize *s)
+int memprof_cli_symbolize_file(const char *path, struct memprof_cli_symbolize *s)
 {
     struct memprof_profile *p = memprof_cli_read_profile(path), *named = NULL;
     if (!p)
         return -EINVAL;
-    size_t n = 0;
-    struct memprof_cli_symbolize with_count = *s;
-    with_count.named = &n;
-    int rc = memprof_cli_symbolize(p, &with_count, &named);
+    size_t n = 0, *count = s->named;
+    s->named = &n;
+    int rc = memprof_cli_symbolize(p, s, &named);
+    s->named = count;
     /* Rewritten only when something gained a name: a profile already named stays as is. */
     if (rc == 0 && n && memprof_cli_write_atomic(path, fill_pprof, named) != 0)
         rc = -EIO;
     memprof__profile_symbolized_free(named);
     memprof__profile_free(p);
     return rc;
+}
+
+void memprof_cli_symbolize_end(struct memprof_cli_symbolize *s)
+{
+    memprof__offline_free(s->session);
+    s->session = NULL;
 }

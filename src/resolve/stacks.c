@@ -112,7 +112,9 @@ static struct memprof_rstack *build(struct memprof_stacktab *st, const struct me
     unsigned after_last_eval = 0; /* position just past the outermost eval frame's group */
     bool eval_seen = false;
     for (unsigned i = 0; i < s->native_depth; i++) {
-        const struct memprof_sym *sym = memprof__sym_get(frames[i]);
+        /* A frame source tells its interpreter's eval loop by the function's name, so its
+         * stacks are named even when the profile is written raw (MEMPROF_SYMBOLIZE=0). */
+        const struct memprof_sym *sym = memprof__sym_get(frames[i], src != NULL);
         for (unsigned j = 0; j < sym->nframes; j++) {
             const struct memprof_sym_frame *sf = &sym->frames[j];
             if (src && src->is_eval_frame(src->ctx, sf->function, sym->module, frames[i])) {

@@ -563,7 +563,7 @@ static unsigned dwarf_frames(Dwfl_Module *mod, Dwarf_Addr addr, const char *symn
 
 /* ---- resolution and cache ----------------------------------------------------------------- */
 
-static struct memprof_sym *resolve(uintptr_t pc)
+static struct memprof_sym *resolve(uintptr_t pc, bool names)
 {
     struct memprof_sym_frame frames[MAX_INLINE_DEPTH];
     unsigned n = 0;
@@ -572,7 +572,7 @@ static struct memprof_sym *resolve(uintptr_t pc)
     dl_iterate_phdr(module_cb, &q);
     const char *path = q.found ? (q.path && q.path[0] ? q.path : main_program_path()) : NULL;
     path = memprof__strpool_intern(path);
-    if (!symbolize)
+    if (!names)
         goto done; /* the module and its segment are all a later symbolization needs */
 #if HAVE_LIBDW
     dwfl_refresh();
@@ -622,11 +622,12 @@ done:
                               .map_start = q.map_start,
                               .map_limit = q.map_limit,
                               .map_offset = q.map_offset,
+                              .raw = !names,
                               .nframes = n};
     s->build_id = q.build_id[0] ? memprof__strpool_intern(q.build_id) : NULL;
     memcpy(s->frames, frames, n * sizeof *frames);
     /* Unsymbolized on purpose is not unresolved: the command resolves it later and counts. */
-    if (s->frames[n - 1].function || !symbolize)
+    if (s->frames[n - 1].function || !names)
         n_resolved++;
     else
         n_unresolved++;
@@ -682,15 +683,24 @@ static bool grow_cache(void)
     return true;
 }
 
-const struct memprof_sym *memprof__sym_get(uintptr_t pc)
+const struct memprof_sym *memprof__sym_get(uintptr_t pc, bool need_names)
 {
     static struct memprof_sym oom = {.nframes = 1};
     pthread_mutex_lock(&lock);
     struct memprof_sym *s = NULL;
+    bool names = symbolize || need_names;
     if ((cache_used + 1) * 2 <= cache_cap || grow_cache()) {
         struct memprof_sym **slot = find_slot(cache, cache_cap, pc);
-        if (!*slot && (*slot = resolve(pc)) != NULL)
+        if (!*slot && (*slot = resolve(pc, names)) != NULL)
             cache_used++;
+        else if (*slot && (*slot)->raw && names) {
+            /* Named now; the raw result stays allocated (what was handed out stays valid). */
+            struct memprof_sym *named = resolve(pc, true);
+            if (named) {
+                n_resolved--; /* the raw result was counted */
+                *slot = named;
+            }
+        }
         s = *slot;
     }
     pthread_mutex_unlock(&lock);

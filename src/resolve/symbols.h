@@ -44,13 +44,15 @@ struct memprof_sym {
      * What a pprof Mapping holds (export/pprof.c). */
     uintptr_t map_start, map_limit;
     uint64_t map_offset;
+    bool raw;                          /* looked up without names (set_symbolize(false)) */
     unsigned nframes;                  /* >= 1 */
     struct memprof_sym_frame frames[]; /* innermost (inlined) first, the real function last */
 };
 
 /* Resolves a return address (looking up pc - 1, inside the call instruction). The result is
- * cached and immutable; never NULL. Thread-safe. */
-const struct memprof_sym *memprof__sym_get(uintptr_t pc);
+ * cached and immutable; never NULL. Thread-safe. With symbolization off
+ * (memprof__sym_set_symbolize()), names are looked up only when `need_names` says so. */
+const struct memprof_sym *memprof__sym_get(uintptr_t pc, bool need_names);
 
 /* Whether lookups look for names (the default) or only find each address's module and
  * segment: the profile then carries addresses to be symbolized later, outside the process
