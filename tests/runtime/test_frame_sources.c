@@ -17,6 +17,7 @@
 #include <memprof/runtime.h>
 
 #include "core/engine.h"
+#include "resolve/symbols.h"
 #include "../keep_frame.h"
 #include "../check.h"
 
@@ -269,8 +270,13 @@ static void test_stacks_of_a_gone_source_do_not_resolve_through_its_successor(in
     CHECK(memprof_unregister_frame_source(other_id) == 0);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    /* "raw": the process writes its profiles unsymbolized (MEMPROF_SYMBOLIZE=0); a frame
+     * source's stacks must be named all the same, or no eval frame would be recognised. */
+    bool raw = argc > 1 && !strcmp(argv[1], "raw");
+    if (raw)
+        memprof__sym_set_symbolize(false);
     memprof__backend_register(); /* this test feeds the engine itself */
     memprof_config cfg;
     memprof_config_init(&cfg);
@@ -298,7 +304,8 @@ int main(void)
     memprof_free_snapshot(s);
     test_reported_blocks_are_freed();
     test_struct_sizes_of_other_headers();
-    test_stacks_of_a_gone_source_do_not_resolve_through_its_successor(id);
+    if (!raw) /* looks for native names in stacks no source holds: raw has none */
+        test_stacks_of_a_gone_source_do_not_resolve_through_its_successor(id);
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     return failures ? 1 : 0;
