@@ -15,6 +15,9 @@
  * writer uses; a change whose interval contains 0 is marked "within sampling noise". The
  * profiles may have been taken at different sampling rates: the estimates are unbiased at
  * any rate, only their variances differ.
+ *
+ * --symbolize (and --debug-dir) name the frames of profiles written as addresses first, as
+ * `memprof report --symbolize` does (symbolize.c), so the sites read as functions.
  */
 #define _GNU_SOURCE
 #include <getopt.h>
@@ -24,11 +27,14 @@
 #include <string.h>
 
 #include "cli.h"
+#include "export/symbolize.h"
 
 #define DEFAULT_TOP 20
 #define Z95         1.959964
 #define KEY_SEP     '\x1f' /* between labels in a key: never part of a symbol name */
 #define SHOW_FRAMES 6
+
+#define MAX_DEBUG_DIRS 16 /* --debug-dir given at most this often */
 
 struct site {
     char *key;       /* labels, leaf first, separated by KEY_SEP */
@@ -279,15 +285,30 @@ int memprof_cli_diff(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"top", required_argument, NULL, 't'},
+        {"symbolize", no_argument, NULL, 's'},
+        {"debug-dir", required_argument, NULL, 'd'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     unsigned top = DEFAULT_TOP;
     int c;
+    bool symbolize = false;
+    const char *debug_dirs[MAX_DEBUG_DIRS];
+    size_t ndebug_dirs = 0;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":n:t:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":n:t:sh", longopts, NULL)) != -1) {
         switch (c) {
+        case 's':
+            symbolize = true;
+            break;
+        case 'd':
+            if (ndebug_dirs == MAX_DEBUG_DIRS)
+                return memprof_cli_usage_error("diff", "--debug-dir: at most %d directories",
+                                               MAX_DEBUG_DIRS);
+            debug_dirs[ndebug_dirs++] = optarg;
+            symbolize = true;
+            break;
         case 'n':
         case 't': {
             unsigned long n;
@@ -318,18 +339,33 @@ int memprof_cli_diff(int argc, char **argv)
         return CLI_EXIT_FAILURE;
     }
     int status = CLI_EXIT_OK;
+    struct memprof_profile *named_base = NULL, *named_now = NULL;
+    if (symbolize) {
+        /* One session for both: a module's files are read once. */
+        struct memprof_cli_symbolize sy = {.debug_dirs = debug_dirs, .ndebug_dirs = ndebug_dirs};
+        if (memprof_cli_symbolize(base, &sy, &named_base) != 0 ||
+            memprof_cli_symbolize(now, &sy, &named_now) != 0)
+            status = CLI_EXIT_FAILURE;
+        memprof_cli_symbolize_end(&sy);
+    }
+    const struct memprof_profile *b = named_base ? named_base : base;
+    const struct memprof_profile *n = named_now ? named_now : now;
     struct site_table t = {0};
-    if (!add_profile(&t, base, 0) || !add_profile(&t, now, 1)) {
+    if (status != CLI_EXIT_OK) {
+        /* said by memprof_cli_symbolize() */
+    } else if (!add_profile(&t, b, 0) || !add_profile(&t, n, 1)) {
         memprof_cli_error("out of memory comparing the profiles");
         status = CLI_EXIT_FAILURE;
     } else {
-        print_diff(base, now, argv[optind], argv[optind + 1], &t, top, stdout);
+        print_diff(b, n, argv[optind], argv[optind + 1], &t, top, stdout);
         if (fflush(stdout) != 0 || ferror(stdout)) {
             memprof_cli_error("cannot write to standard output");
             status = CLI_EXIT_FAILURE;
         }
     }
     table_free(&t);
+    memprof__profile_symbolized_free(named_base);
+    memprof__profile_symbolized_free(named_now);
     memprof__profile_free(base);
     memprof__profile_free(now);
     return status;

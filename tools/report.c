@@ -29,7 +29,8 @@
 #include "export/symbolize.h"
 
 #define DEFAULT_TOP 20
-#define MAX_DEBUG_DIRS 16
+
+#define MAX_DEBUG_DIRS 16 /* --debug-dir given at most this often */
 
 struct report_job {
     const struct memprof_profile *p;

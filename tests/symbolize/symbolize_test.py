@@ -11,7 +11,8 @@ checks that the profile's largest site is named big_block at that line, however 
                it, names the same function and line.
   offline      `memprof report --symbolize` on the raw profile gives the site the frames,
                files and lines the in-process symbolizer gives it (inlined frames included);
-               with --debug-dir for a stripped program whose debug file is only there.
+               with --debug-dir for a stripped program whose debug file is only there;
+               `memprof diff --symbolize` names the raw side too.
   debuginfod   the same for a stripped program whose debug file only a debuginfod server
                (a local python3 -m http.server) has; skipped without libdebuginfod.
   no-network   under the plugin with DEBUGINFOD_URLS pointing at a listening socket, the
@@ -227,6 +228,13 @@ def case_offline(memprof, plugin, progs):
             profile(plugin, prog, named, {})
             profile(plugin, prog, raw, {"MEMPROF_SYMBOLIZE": "0"})
             compare(memprof, named, raw, [], prog)
+            # memprof diff names them too, so a raw profile's two sites match the named
+            # one's (unnamed, the four would all differ).
+            r = subprocess.run([memprof, "diff", "--symbolize", "--top", "0", raw, named],
+                               capture_output=True, text=True)
+            if r.returncode != 0 or not re.search(r"\bof 2 sites changed", r.stdout):
+                fail("%s: memprof diff --symbolize: status %d" % (prog, r.returncode),
+                     r.stdout + r.stderr)
             if shutil.which("go"):
                 # elfutils' and binutils' addr2line on the address the mapping leads to
                 # (eu-addr2line 0.188 finds no line in clang's output without
