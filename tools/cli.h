@@ -123,8 +123,9 @@ int memprof_cli_write_atomic(const char *path, int (*fill)(FILE *out, void *ctx)
 /* Writes profile `p` in format `f` (never AUTO) to `out`: `view` is the view the text and
  * collapsed formats show and speedscope and HTML open on (pprof carries all of them), `top`
  * limits the text format's sites, `objects` makes the collapsed format count objects instead
- * of bytes. Returns 0 or a negative errno. */
+ * of bytes, `addresses` keeps its unresolved frames' addresses instead of merging them per
+ * module ("module+?"). Returns 0 or a negative errno. */
 int memprof_cli_export(const struct memprof_profile *p, memprof_format f, FILE *out, unsigned top,
-                       enum memprof_view view, bool objects);
+                       enum memprof_view view, bool objects, bool addresses);
 
 #endif

@@ -378,7 +378,7 @@ int memprof_cli_write_atomic(const char *path, int (*fill)(FILE *out, void *ctx)
 }
 
 int memprof_cli_export(const struct memprof_profile *p, memprof_format f, FILE *out, unsigned top,
-                       enum memprof_view view, bool objects)
+                       enum memprof_view view, bool objects, bool addresses)
 {
     switch (f) {
     case MEMPROF_FORMAT_PPROF:
@@ -386,7 +386,7 @@ int memprof_cli_export(const struct memprof_profile *p, memprof_format f, FILE *
     case MEMPROF_FORMAT_SPEEDSCOPE:
         return memprof__export_speedscope(p, out, view);
     case MEMPROF_FORMAT_COLLAPSED:
-        return memprof__export_collapsed(p, out, view, objects);
+        return memprof__export_collapsed(p, out, view, objects, addresses);
     case MEMPROF_FORMAT_HTML:
         return memprof__export_html(p, out, view);
     case MEMPROF_FORMAT_TEXT:

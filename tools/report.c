@@ -38,12 +38,13 @@ struct report_job {
     unsigned top;
     enum memprof_view view;
     bool objects;
+    bool addresses; /* collapsed: keep unresolved frames' addresses (--addresses) */
 };
 
 static int fill(FILE *out, void *ctx)
 {
     const struct report_job *j = ctx;
-    return memprof_cli_export(j->p, j->format, out, j->top, j->view, j->objects);
+    return memprof_cli_export(j->p, j->format, out, j->top, j->view, j->objects, j->addresses);
 }
 
 /* Checks --view and --value against each other and the format; fills the job's view and
@@ -87,6 +88,7 @@ int memprof_cli_report(int argc, char **argv)
         {"view", required_argument, NULL, 'w'},
         {"symbolize", no_argument, NULL, 's'},
         {"debug-dir", required_argument, NULL, 'd'},
+        {"addresses", no_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -109,6 +111,9 @@ int memprof_cli_report(int argc, char **argv)
                                                MAX_DEBUG_DIRS);
             debug_dirs[ndebug_dirs++] = optarg;
             symbolize = true; /* a debug directory is only of use to symbolize */
+            break;
+        case 'A':
+            job.addresses = true;
             break;
         case 'f':
             format_s = optarg;
@@ -172,6 +177,9 @@ int memprof_cli_report(int argc, char **argv)
     int status = settle_view(&job, view_s, view, value_s, value_view);
     if (status != CLI_EXIT_OK)
         return status;
+    if (job.addresses && job.format != MEMPROF_FORMAT_COLLAPSED)
+        return memprof_cli_usage_error("report", "--addresses applies to the collapsed format "
+                                                 "only");
     if (job.format == MEMPROF_FORMAT_PPROF && !output && isatty(STDOUT_FILENO))
         return memprof_cli_usage_error("report", "will not write a compressed pprof profile to a "
                                                  "terminal; use -o FILE");

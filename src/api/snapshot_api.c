@@ -222,7 +222,7 @@ static int write_format(const memprof_snapshot *s, memprof_format format, FILE *
         rc = memprof__export_text(p, out, MEMPROF_VIEW_LIVE, 20);
         break;
     case MEMPROF_FORMAT_COLLAPSED:
-        rc = memprof__export_collapsed(p, out, MEMPROF_VIEW_LIVE, false);
+        rc = memprof__export_collapsed(p, out, MEMPROF_VIEW_LIVE, false, false);
         break;
     case MEMPROF_FORMAT_PPROF:
         rc = memprof__export_pprof(p, out);

@@ -46,11 +46,13 @@ int memprof__export_text_sites(const struct memprof_profile *p, FILE *out, enum 
  * interval, the peak (with interval and time) and the bytes allocated in total, a note when
  * the estimates rest on little information, and the profiler's health. */
 int memprof__export_summary(const struct memprof_profile *p, FILE *out);
-/* Collapsed stacks "root;...;leaf value", one line per stack with a non-zero value: the
+/* Collapsed stacks "root;...;leaf value", one line per call path with a non-zero value: the
  * view's estimated bytes, or its estimated objects with `objects` (the leaks view has
- * bytes only: with `objects` it writes nothing). */
+ * bytes only: with `objects` it writes nothing). Frames without a symbol are "module+?",
+ * one per run in a module, so flame graphs merge them (stacks that become equal are one
+ * line, their values summed); with `addresses` each keeps its "module+0x..." instead. */
 int memprof__export_collapsed(const struct memprof_profile *p, FILE *out, enum memprof_view view,
-                              bool objects);
+                              bool objects, bool addresses);
 /* Formats a byte count as "12.3 MiB" into buf; returns buf. */
 const char *memprof__export_bytes(uint64_t bytes, char *buf, unsigned size);
 /* Formats a duration in nanoseconds as "3.25 s", "16.4 ms", "4 us" into buf; returns buf. */

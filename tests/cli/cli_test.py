@@ -895,6 +895,19 @@ def t_report_demangles(tmp):
           "report")
 
 
+def t_report_addresses(tmp):
+    """--addresses is accepted for the collapsed format and refused for the others."""
+    need_plugin()
+    src = os.path.join(tmp, "p.pb.gz")
+    p = run_prog(tmp, "alloc", "400", "1000", opts=["-r", "16K", "-q", "-o", src])
+    check(p.returncode == 0, "exit %d" % p.returncode)
+    r = memprof("report", "--format", "collapsed", "--addresses", src)
+    check(r.returncode == 0 and re.search(r"grow_cache \d+$", r.out, re.M),
+          "collapsed with --addresses: exit %d, %r" % (r.returncode, r.out[:300]))
+    r = memprof("report", "--addresses", src)
+    one_line_error(r, 2, r"--addresses applies to the collapsed format")
+
+
 def t_report_bad_input(tmp):
     cases = {
         "empty.pb.gz": b"",

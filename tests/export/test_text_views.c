@@ -40,7 +40,7 @@ static char *collapsed_of(const struct memprof_profile *p, enum memprof_view vie
     FILE *f = open_memstream(&buf, &len);
     if (!f)
         return NULL;
-    int rc = memprof__export_collapsed(p, f, view, objects);
+    int rc = memprof__export_collapsed(p, f, view, objects, false);
     fclose(f);
     if (rc != 0) {
         free(buf);
@@ -366,6 +366,66 @@ static void test_collapsed_keeps_one_line_per_stack_whatever_the_names(void)
     free(t);
 }
 
+/* Frames without symbols: two stacks through a stripped libfoo at different addresses (two
+ * frames deep, then one), one through libbar, all from main to the allocating leaf. */
+static struct memprof_pframe stripped_frames[] = {
+    /* 0 */ {.function = "leaf_alloc", .address = 0x401000},
+    /* 1 */
+    {.module = "/usr/lib/libfoo.so.1", .address = 0x7f0000001010, .load_bias = 0x7f0000000000},
+    /* 2 */
+    {.module = "/usr/lib/libfoo.so.1", .address = 0x7f0000002020, .load_bias = 0x7f0000000000},
+    /* 3 */
+    {.module = "/usr/lib/libfoo.so.1", .address = 0x7f0000003030, .load_bias = 0x7f0000000000},
+    /* 4 */
+    {.module = "/usr/lib/libbar.so", .address = 0x7e0000000040, .load_bias = 0x7e0000000000},
+    /* 5 */ {.function = "main", .address = 0x400100},
+};
+
+static const uint32_t stripped_a[] = {0, 1, 2, 5}, stripped_b[] = {0, 3, 5},
+                      stripped_c[] = {0, 4, 5};
+
+static struct memprof_pstack stripped_stacks[] = {
+    {.frames = stripped_a, .nframes = 4, .inuse_objects = 1, .inuse_space = 400, .live_samples = 1},
+    {.frames = stripped_b, .nframes = 3, .inuse_objects = 1, .inuse_space = 200, .live_samples = 1},
+    {.frames = stripped_c, .nframes = 3, .inuse_objects = 1, .inuse_space = 100, .live_samples = 1},
+};
+
+static struct memprof_profile stripped_profile = {
+    .sampling_rate = 4096,
+    .frames = stripped_frames,
+    .nframes = sizeof stripped_frames / sizeof *stripped_frames,
+    .stacks = stripped_stacks,
+    .nstacks = 3,
+    .inuse_space = 700,
+    .inuse_objects = 3,
+    .live_samples = 3,
+};
+
+static void test_collapsed_merges_a_modules_unresolved_frames(void)
+{
+    char *t = collapsed_of(&stripped_profile, MEMPROF_VIEW_LIVE, false);
+    CHECK(t != NULL);
+    EXPECT_EQ(strcmp(t, "main;libfoo.so.1+?;leaf_alloc 600\n"
+                        "main;libbar.so+?;leaf_alloc 100\n"),
+              0);
+    free(t);
+}
+
+static void test_collapsed_keeps_addresses_when_asked(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(f != NULL);
+    EXPECT_EQ(memprof__export_collapsed(&stripped_profile, f, MEMPROF_VIEW_LIVE, false, true), 0);
+    fclose(f);
+    EXPECT_EQ(strcmp(buf, "main;libfoo.so.1+0x2020;libfoo.so.1+0x1010;leaf_alloc 400\n"
+                          "main;libfoo.so.1+0x3030;leaf_alloc 200\n"
+                          "main;libbar.so+0x40;leaf_alloc 100\n"),
+              0);
+    free(buf);
+}
+
 static void test_value_names_a_view_and_unit(void)
 {
     bool objects;
@@ -382,7 +442,7 @@ static void test_text_write_error_and_unknown_view(void)
         SKIP("no /dev/full");
     setvbuf(f, NULL, _IONBF, 0);
     EXPECT_EQ(memprof__export_text(&views_profile, f, MEMPROF_VIEW_PEAK, 20), -EIO);
-    EXPECT_EQ(memprof__export_collapsed(&views_profile, f, MEMPROF_VIEW_PEAK, false), -EIO);
+    EXPECT_EQ(memprof__export_collapsed(&views_profile, f, MEMPROF_VIEW_PEAK, false, false), -EIO);
     EXPECT_EQ(memprof__export_text(&views_profile, f, (enum memprof_view)MEMPROF_VIEW_COUNT, 20),
               -EINVAL);
     fclose(f);
@@ -405,6 +465,8 @@ static const struct test_case cases[] = {
     TEST_CASE(test_a_stack_of_two_threads_is_one_site),
     TEST_CASE(test_collapsed_view_sums_to_view_total),
     TEST_CASE(test_collapsed_counts_objects_of_the_view),
+    TEST_CASE(test_collapsed_merges_a_modules_unresolved_frames),
+    TEST_CASE(test_collapsed_keeps_addresses_when_asked),
     TEST_CASE(test_empty_profile_says_nothing_was_sampled),
     TEST_CASE(test_collapsed_keeps_one_line_per_stack_whatever_the_names),
     TEST_CASE(test_value_names_a_view_and_unit),

@@ -354,7 +354,7 @@ static char *render(const struct memprof_profile *p, bool text)
     if (!f)
         return NULL;
     int rc = text ? memprof__export_text(p, f, MEMPROF_VIEW_LIVE, 50)
-                  : memprof__export_collapsed(p, f, MEMPROF_VIEW_LIVE, false);
+                  : memprof__export_collapsed(p, f, MEMPROF_VIEW_LIVE, false, true);
     fclose(f);
     if (rc != 0) {
         free(buf);
