@@ -340,6 +340,9 @@ int memprof_cli_diff(int argc, char **argv)
     }
     int status = CLI_EXIT_OK;
     struct memprof_profile *named_base = NULL, *named_now = NULL;
+    if (!symbolize && (memprof_cli_profile_is_raw(base) || memprof_cli_profile_is_raw(now)))
+        memprof_cli_error("a profile holds addresses only (written with MEMPROF_SYMBOLIZE=0?): "
+                          "--symbolize names them");
     if (symbolize) {
         /* One session for both: a module's files are read once. */
         struct memprof_cli_symbolize sy = {.debug_dirs = debug_dirs, .ndebug_dirs = ndebug_dirs};

@@ -205,6 +205,9 @@ int memprof_cli_report(int argc, char **argv)
         status = CLI_EXIT_FAILURE;
     }
     struct memprof_profile *named = NULL;
+    if (p && !symbolize && memprof_cli_profile_is_raw(p))
+        memprof_cli_error("the profile holds addresses only (written with MEMPROF_SYMBOLIZE=0?): "
+                          "--symbolize names them");
     if (p && symbolize) {
         struct memprof_cli_symbolize s = {.debug_dirs = debug_dirs, .ndebug_dirs = ndebug_dirs};
         if (memprof_cli_symbolize(p, &s, &named) != 0)

@@ -228,6 +228,12 @@ def case_offline(memprof, plugin, progs):
             profile(plugin, prog, named, {})
             profile(plugin, prog, raw, {"MEMPROF_SYMBOLIZE": "0"})
             compare(memprof, named, raw, [], prog)
+            # Without --symbolize, report says how to name a raw profile, and only a raw one.
+            for path, raw_one in ((raw, True), (named, False)):
+                r = subprocess.run([memprof, "report", path], capture_output=True, text=True)
+                if ("--symbolize names them" in r.stderr) != raw_one:
+                    fail("%s: report of the %s profile: %r" %
+                         (prog, "raw" if raw_one else "named", r.stderr))
             # memprof diff names them too, so a raw profile's two sites match the named
             # one's (unnamed, the four would all differ).
             r = subprocess.run([memprof, "diff", "--symbolize", "--top", "0", raw, named],
