@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 """``python3 -m memprof run``: profiles a script in-process with its own sys.argv, writes
 the profile (pprof by default, memprof.<script>.<pid>.pb.gz, or -o/--format), prints a
-summary naming the script's functions, keeps the script's exit status, and reports usage
-errors with status 2."""
+summary naming the script's functions, keeps the script's exit status, profiles the heap the
+script leaves (its globals still alive, however it ends), rewrites the profile while the
+script runs (--interval, --signal), and reports usage errors with status 2."""
 
 import glob
 import os
@@ -86,8 +87,61 @@ def test_run_module(py, tmp_path):
     assert glob.glob(str(tmp_path / "memprof.appmod.*.pb.gz"))
 
 
+# No function refers to the globals, so nothing but the profiler's runner keeps them alive
+# once the script has ended (a function would, through a reference cycle, until the next
+# collection).
+HOLDER = """
+import sys
+data = {i: str(i) for i in range(200_000)}        # ~27 MiB held to the end
+if sys.argv[1] == "exit":
+    sys.exit(0)
+if sys.argv[1] == "raise":
+    raise ValueError("boom")
+"""
+
+
+@pytest.mark.parametrize("ending", ["return", "exit", "raise"])
+def test_run_profiles_the_globals_the_script_leaves(py, tmp_path, ending):
+    holder = py.script(HOLDER, name="holder.py")
+    r = _m(py, "run", "-r", "64K", "-o", str(tmp_path / "h.pb.gz"), str(holder), ending)
+    m = re.search(r"Estimated live heap: ([\d.]+) MiB", r.stderr)
+    assert m and float(m.group(1)) >= 15, r.stderr
+
+
+def test_run_module_profiles_its_globals(py, tmp_path):
+    (tmp_path / "holdmod.py").write_text(HOLDER.replace("sys.argv[1]", "'return'"))
+    r = _m(py, "run", "-r", "64K", "-o", str(tmp_path / "m.pb.gz"), "-m", "holdmod", check=True)
+    m = re.search(r"Estimated live heap: ([\d.]+) MiB", r.stderr)
+    assert m and float(m.group(1)) >= 15, r.stderr
+
+
+# Waits (a bounded poll, not a timing assertion) until the profile exists while the script
+# still runs, after sending itself the signal when asked to.
+REWRITTEN = """
+import os, signal, sys, time
+kept = [bytearray(1 << 20) for _ in range(4)]
+if sys.argv[2] == "signal":
+    os.kill(os.getpid(), signal.SIGUSR2)
+deadline = time.monotonic() + 60
+while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
+    time.sleep(0.05)
+print("written while running:", os.path.exists(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("how,option", [("interval", ["--interval", "1"]),
+                                        ("signal", ["--signal", "USR2"])])
+def test_run_rewrites_the_profile_while_the_script_runs(py, tmp_path, how, option):
+    script = py.script(REWRITTEN, name="rewritten.py")
+    out = tmp_path / "live.pb.gz"
+    r = _m(py, "run", "-q", "-o", str(out), *option, str(script), str(out), how, check=True)
+    assert "written while running: True" in r.stdout, r.stderr
+
+
 @pytest.mark.parametrize("args,words", [
     ([], "usage"),
+    (["run", "-i", "0", "x.py"], "invalid interval"),
+    (["run", "--signal", "NOSUCH", "x.py"], "invalid signal"),
     (["run"], "missing the script"),
     (["run", "-r", "0", "x.py"], "invalid rate"),
     (["run", "--format", "png", "x.py"], "unknown format"),

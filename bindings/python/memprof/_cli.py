@@ -7,6 +7,12 @@ set as ``python3 script.py args`` would), stops when the script ends (normally, 
 sys.exit() or an exception), writes the profile (pprof by default, to
 ``memprof.<script>.<pid>.pb.gz``) and prints a short summary to standard error. The exit
 status is the script's own.
+
+The profile is the heap as the script left it: its module globals are kept alive until the
+snapshot is taken (runpy hands back a copy of them when the script returns, and the
+exception that ended it holds them through its traceback), as they are when a program
+exits. --interval and --signal rewrite the profile while the script runs, as
+``memprof run``'s do.
 """
 
 from __future__ import annotations
@@ -14,15 +20,17 @@ from __future__ import annotations
 import argparse
 import os
 import runpy
+import signal
 import sys
+import threading
 import traceback
 from typing import List, Optional, Sequence, Tuple
 
 from . import _api
 
 USAGE = """\
-usage: python3 -m memprof run [-r RATE] [-o FILE] [-f FORMAT] [--gc-tracking]
-                              [--max-frames N] [-u dwarf|fp] [-q]
+usage: python3 -m memprof run [-r RATE] [-o FILE] [-f FORMAT] [-i SEC] [-s SIG]
+                              [--gc-tracking] [--max-frames N] [-u dwarf|fp] [-q]
                               (SCRIPT | -m MODULE) [ARGS...]
 
 Runs a Python script (or module) with the heap profiler started, then writes its profile
@@ -35,6 +43,10 @@ options:
                        memprof.<SCRIPT's name>.<pid>.pb.gz (extension from --format)
   -f, --format F       pprof, speedscope, collapsed, text or html; default from FILE's
                        extension, else pprof
+  -i, --interval SEC   also rewrite the profile every SEC seconds (1 to 86400) while the
+                       script runs
+  -s, --signal SIG     also rewrite the profile whenever the process receives signal SIG
+                       (USR2, SIGUSR2 or a number); replaces the script's handler for SIG
   --gc-tracking        also record garbage collections (for allocations_surviving_gc())
   --max-frames N       native frames captured per sample (1..256, default 64)
   -u, --unwind M       dwarf or fp: how native stacks are walked (default dwarf)
@@ -44,7 +56,7 @@ options:
 """
 
 _VALUE_OPTIONS = {"-r", "--rate", "-o", "--output", "-f", "--format", "--max-frames", "-u",
-                  "--unwind"}
+                  "--unwind", "-i", "--interval", "-s", "--signal"}
 _FLAG_OPTIONS = {"-q", "--quiet", "--gc-tracking", "-h", "--help"}
 _SUMMARY_TOP = 5
 
@@ -94,7 +106,7 @@ def _split(argv: Sequence[str]) -> Tuple[List[str], Optional[str], Optional[str]
             opts.append(a)
             i += 1
             continue
-        if a[:2] in ("-r", "-o", "-f", "-u") and len(a) > 2:  # -r64K
+        if a[:2] in ("-r", "-o", "-f", "-u", "-i", "-s") and len(a) > 2:  # -r64K
             opts += [a[:2], a[2:]]
             i += 1
             continue
@@ -110,6 +122,70 @@ def _split(argv: Sequence[str]) -> Tuple[List[str], Optional[str], Optional[str]
     if i >= len(argv):
         raise UsageError("missing the script to run")
     return opts, argv[i], None, list(argv[i + 1 :])
+
+
+def parse_interval(text: str) -> int:
+    """'60' -> 60: whole seconds, 1 to 86400, as `memprof run --interval`."""
+    t = text.strip()
+    if not t.isdigit() or not 1 <= int(t) <= 86400:
+        raise UsageError(f"invalid interval {text!r}: whole seconds from 1 to 86400")
+    return int(t)
+
+
+def parse_signal(text: str) -> signal.Signals:
+    """'USR2', 'SIGUSR2' or '12' -> the signal, as `memprof run --signal`."""
+    t = text.strip()
+    try:
+        if t.isdigit():
+            return signal.Signals(int(t))
+        name = t.upper()
+        return signal.Signals[name if name.startswith("SIG") else "SIG" + name]
+    except (KeyError, ValueError):
+        raise UsageError(f"invalid signal {text!r}: a name such as USR2, or a number")
+
+
+class _Rewriter:
+    """Rewrites the profile while the script runs: every `interval` seconds (a daemon
+    thread) and on `signum` (a Python signal handler, run by the main thread between
+    bytecodes). Writing is a snapshot of the library's and its writer: the file is replaced
+    by rename, so a reader never sees half of one."""
+
+    def __init__(self, output: str, fmt: str, interval: Optional[int],
+                 signum: Optional[signal.Signals]):
+        self._output, self._format = output, _api.FORMATS[fmt]
+        # Reentrant: a second signal may interrupt the handler's own write.
+        self._lock = threading.RLock()
+        self._done = threading.Event()
+        self._thread = None
+        self._signum, self._old_handler = signum, None
+        if interval:
+            self._thread = threading.Thread(target=self._every, args=(interval,),
+                                            name="memprof-interval", daemon=True)
+            self._thread.start()
+        if signum is not None:
+            self._old_handler = signal.signal(signum, self._on_signal)
+
+    def write(self) -> None:
+        # A signal that arrives while the interval thread writes waits for it.
+        with self._lock:
+            try:
+                _api._c.snapshot().write(self._output, self._format)
+            except (OSError, RuntimeError) as e:
+                _err(f"cannot write the profile: {e}")
+
+    def _every(self, interval: int) -> None:
+        while not self._done.wait(interval):
+            self.write()
+
+    def _on_signal(self, signum, frame) -> None:
+        self.write()
+
+    def close(self) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._signum is not None and signal.getsignal(self._signum) == self._on_signal:
+            signal.signal(self._signum, self._old_handler)
 
 
 def _format_bytes(n: float) -> str:
@@ -168,6 +244,8 @@ def run(argv: Sequence[str]) -> int:
     p.add_argument("-r", "--rate")
     p.add_argument("-o", "--output")
     p.add_argument("-f", "--format")
+    p.add_argument("-i", "--interval")
+    p.add_argument("-s", "--signal")
     p.add_argument("-q", "--quiet", action="store_true")
     p.add_argument("--gc-tracking", action="store_true")
     p.add_argument("--max-frames", type=int)
@@ -184,6 +262,8 @@ def run(argv: Sequence[str]) -> int:
         raise UsageError(str(e))
     rate_text = ns.rate or os.environ.get("MEMPROF_RATE") or "512K"
     rate = parse_rate(rate_text)
+    interval = parse_interval(ns.interval) if ns.interval is not None else None
+    signum = parse_signal(ns.signal) if ns.signal is not None else None
     fmt = ns.format
     if fmt is not None and fmt not in _api.FORMATS:
         raise UsageError(f"unknown format {fmt!r}: expected one of {', '.join(_api.FORMATS)}")
@@ -206,13 +286,19 @@ def run(argv: Sequence[str]) -> int:
         sys.path[0] = os.getcwd()
 
     _api._start_bytes(rate, ns.gc_tracking, ns.max_frames, ns.unwind)
+    rewriter = _Rewriter(output, fmt, interval, signum)
     status = 0
+    # What keeps the script's globals alive until the snapshot: the copy runpy returns, or
+    # the exception that ended the script (its traceback holds the module's frame).
+    script_globals = None
+    ended_by = None
     try:
         if script is not None:
-            runpy.run_path(script, run_name="__main__")
+            script_globals = runpy.run_path(script, run_name="__main__")
         else:
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
+            script_globals = runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as e:
+        ended_by = e
         code = e.code
         if code is None:
             status = 0
@@ -221,14 +307,17 @@ def run(argv: Sequence[str]) -> int:
         else:
             sys.stderr.write(f"{code}\n")
             status = 1
-    except BaseException:  # noqa: B902 - report it like the interpreter, then write the profile
+    except BaseException as e:  # noqa: B902 - report it like the interpreter, then write the profile
+        ended_by = e
         traceback.print_exc()
         status = 1
     finally:
+        rewriter.close()
         if _api.get_stats().state == "active":
             _api.stop()
     target = script if script is not None else f"-m {module}"
     snap = _api.get_snapshot()
+    del script_globals, ended_by
     try:
         snap.save(output, fmt)
     except (OSError, NotImplementedError, ValueError) as e:
