@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """``python3 -m memprof run``: profiles a script in-process with its own sys.argv, writes
 the profile (pprof by default, memprof.<script>.<pid>.pb.gz, or -o/--format), prints a
-summary naming the script's functions, keeps the script's exit status, profiles the heap the
+summary naming the script's functions (memprof run's: the peak and its sites too), keeps the script's exit status, profiles the heap the
 script leaves (its globals still alive, however it ends), rewrites the profile while the
 script runs (--interval, --signal), and reports usage errors with status 2."""
 
@@ -85,6 +85,39 @@ def test_run_module(py, tmp_path):
     r = _m(py, "run", "-r", "64K", "-m", "appmod", check=True)
     assert "profile of -m appmod" in r.stderr
     assert glob.glob(str(tmp_path / "memprof.appmod.*.pb.gz"))
+
+
+PEAKED = """
+def churn():
+    big = [bytearray(1 << 20) for _ in range(40)]      # LINE_CHURN
+    return len(big)
+
+def hold():
+    return [bytearray(1 << 20) for _ in range(8)]      # LINE_HOLD
+
+churn()
+kept = hold()
+"""
+
+
+def test_run_summary_is_memprof_runs(py, tmp_path):
+    # The heading of memprof run's summary (peak, allocated in all, health), then the sites
+    # at the peak (40 MiB built and dropped) and those live at the end (8 MiB kept).
+    script = py.script(PEAKED, name="peaked.py")
+    r = _m(py, "run", "-r", "64K", "-o", str(tmp_path / "p.pb.gz"), str(script), check=True)
+    err = r.stderr
+    assert re.search(r"^Peak: [\d.]+ MiB .* allocated in total: [\d.]+ MiB$", err, re.M), err
+    assert re.search(r"^Health: ", err, re.M), err
+    peak, _, live = err.partition("Top sites by estimated live bytes:")
+    assert "Top sites by estimated bytes live at the peak" in peak, err
+
+    def site(text, enclosing, marker):
+        line = next(i for i, l in enumerate(PEAKED.splitlines(), 1) if marker in l)
+        name = re.escape(listcomp_frames(enclosing)[0])
+        return re.search(rf"MiB  {name} \(.*peaked\.py:{line}\)", text)
+
+    assert site(peak, "churn", "LINE_CHURN"), err
+    assert site(live, "hold", "LINE_HOLD") and not site(live, "churn", "LINE_CHURN"), err
 
 
 # No function refers to the globals, so nothing but the profiler's runner keeps them alive

@@ -5,8 +5,8 @@ It works like ``memprof run`` for native programs, but in-process and without LD
 it starts the profiler, runs the script with runpy as ``__main__`` (sys.argv and sys.path[0]
 set as ``python3 script.py args`` would), stops when the script ends (normally, through
 sys.exit() or an exception), writes the profile (pprof by default, to
-``memprof.<script>.<pid>.pb.gz``) and prints a short summary to standard error. The exit
-status is the script's own.
+``memprof.<script>.<pid>.pb.gz``) and prints memprof run's summary to standard error (with
+the sites named by the script's own Python frames). The exit status is the script's own.
 
 The profile is the heap as the script left it: its module globals are kept alive until the
 snapshot is taken (runpy hands back a copy of them when the script returns, and the
@@ -22,9 +22,10 @@ import os
 import runpy
 import signal
 import sys
+import tempfile
 import threading
 import traceback
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import _api
 
@@ -204,9 +205,49 @@ def _format_from_path(path: str) -> Optional[str]:
     return None
 
 
+def _heading(snap: _api.HeapSnapshot) -> Optional[str]:
+    """The heading memprof run's summary starts with (live heap, peak and when, allocated in
+    all, health): the first paragraph of the library's text writer, which writes it for both.
+    None if the text cannot be written."""
+    with tempfile.TemporaryDirectory(prefix="memprof-") as d:
+        path = os.path.join(d, "summary.txt")
+        try:
+            snap.save(path, "text")
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except (OSError, NotImplementedError, ValueError, RuntimeError):
+            return None
+    return text.split("\n\n", 1)[0].rstrip("\n") + "\n"
+
+
+def _site_lines(title: str, sites: Sequence[Any], top: int) -> List[str]:
+    """A section of sites merged by the line they are attributed to (function, file, line),
+    largest first: their estimates add up, and so do their variances."""
+    groups: Dict[tuple, List[float]] = {}
+    for s in sites:
+        g = groups.setdefault((s.function, s.file, s.line), [0, 0.0, 0])
+        sd = (s.estimated_bytes_high - s.estimated_bytes) / 1.959964
+        g[0] += s.estimated_bytes
+        g[1] += sd * sd
+        g[2] += s.samples
+    lines = [title]
+    for (function, file, line), (est, var, samples) in sorted(
+            groups.items(), key=lambda kv: kv[1][0], reverse=True)[:top]:
+        low, high = _api._interval(est, var)
+        where = f" ({file}:{line})" if file else ""
+        lines.append(f"  {_format_bytes(est):>10}  {function}{where}  (95% interval "
+                     f"{_format_bytes(low)} to {_format_bytes(high)}, {samples} samples)")
+    return lines
+
+
 def summary(snap: _api.HeapSnapshot, top: int = _SUMMARY_TOP) -> str:
-    """A short text summary of a snapshot (the estimate, health, top sites)."""
-    lines = [
+    """memprof run's exit summary, with Python attribution: the heading (live heap, peak and
+    when, allocated in all, health), the top sites at the peak when it was above the heap at
+    the end, the top sites live at the end, and the leak suspects when there are any. Sites
+    are named by the frame of the script's own code they are attributed to
+    (top_allocators()'s rule), one line each."""
+    heading = _heading(snap)
+    lines = [heading.rstrip("\n")] if heading else [
         f"Estimated live heap: {_format_bytes(snap.estimated_heap_bytes)} (95% interval "
         f"{_format_bytes(snap.estimated_heap_bytes_low)} to "
         f"{_format_bytes(snap.estimated_heap_bytes_high)}), ~{snap.estimated_count} "
@@ -221,15 +262,30 @@ def summary(snap: _api.HeapSnapshot, top: int = _SUMMARY_TOP) -> str:
     health = snap.unwind_health
     if health.recommendation:
         lines.append(f"Note: {health.recommendation}")
-    sites = snap.top_allocators(top)
-    if sites:
-        lines.append("Top sites by estimated live bytes:")
-        for s in sites:
-            where = f" ({s.file}:{s.line})" if s.file else ""
-            lines.append(
-                f"  {_format_bytes(s.estimated_bytes):>10}  {s.function}{where}  "
-                f"[{s.samples} samples]"
-            )
+    live = snap.estimated_heap_bytes
+    peak = snap.peak
+    # As memprof run: the peak's sites only when it was above the heap at the end by more
+    # than rounding and the recording margin (else they are the live ones).
+    if peak.bytes > live + live // 32:
+        sites = snap.sites("peak")
+        if sites:
+            lines.append("")
+            lines += _site_lines(f"Top sites by estimated bytes live at the peak "
+                                 f"({_format_bytes(peak.bytes)} at "
+                                 f"{peak.time_seconds:.2f} s):", sites, top)
+    lines.append("")
+    if not snap.sites("alloc", n=1):
+        lines.append(f"No allocation was sampled: the script allocated too little for a "
+                     f"sample every {_format_bytes(snap.sampling_rate_bytes)} on average "
+                     f"(-r sets a lower rate).")
+    elif snap.live_samples == 0:
+        lines.append("Nothing sampled was live at the end: the script freed what it allocated.")
+    else:
+        lines += _site_lines("Top sites by estimated live bytes:", snap.top_allocators(top), top)
+    leaks = snap.sites("leaks")
+    if leaks:
+        lines.append("")
+        lines += _site_lines("Leak suspects (estimated bytes live):", leaks, top)
     return "\n".join(lines) + "\n"
 
 
