@@ -9,15 +9,16 @@
 MEMPROF_BUILD_DEPS=(meson ninja-build gcc libc6-dev pkg-config libunwind-dev libdw-dev
                     zlib1g-dev libiberty-dev)
 # What the whole test suite needs on top: a second compiler and its libFuzzer runtime (the
-# pprof reader's fuzzing), the Python and Ruby development files and test tools for the
-# bindings' tests, other programs and allocators the integration and hardening tests run
-# under the plugin (sqlite3, jemalloc, tcmalloc), the Go toolchain whose `go tool pprof`
+# pprof reader's fuzzing), the Python, Ruby and PHP development files and test tools for the
+# bindings' tests (php8.2-dev brings PHP's run-tests.php, php8.2-cli the interpreter), other
+# programs and allocators the integration and hardening tests run under the plugin
+# (sqlite3, jemalloc, tcmalloc), the Go toolchain whose `go tool pprof`
 # reads our pprof files, jsonschema for the speedscope schema check, and the ABI,
 # documentation and man-page gates (abidiff, doxygen, groff).
 MEMPROF_TEST_DEPS=("${MEMPROF_BUILD_DEPS[@]}" clang libclang-rt-dev python3-dev python3-pytest
-                   python3-numpy ruby-dev ruby-minitest sqlite3 libjemalloc2
-                   libtcmalloc-minimal4 golang-go python3-jsonschema abigail-tools doxygen
-                   groff-base man-db)
+                   python3-numpy ruby-dev ruby-minitest php8.2-dev php8.2-cli sqlite3
+                   libjemalloc2 libtcmalloc-minimal4 golang-go python3-jsonschema
+                   abigail-tools doxygen groff-base man-db)
 
 memprof_log() {
     printf '%s: %s\n' "${MEMPROF_SCRIPT:-memprof}" "$*" >&2

@@ -136,14 +136,11 @@ static void forget(const void *p)
 static MPPHP_TLS uint64_t countdown;
 static MPPHP_TLS bool idle = true;
 
-static void record(void *p, size_t size)
-{
-    if (memprof_report_sampled((uint64_t)(uintptr_t)p, size) == 1 && !set_add((uintptr_t)p))
-        memprof_report_free((uint64_t)(uintptr_t)p); /* cannot track its free: drop it */
-}
-
-/* The countdown ran out within a request of `size` bytes (size >= countdown). */
-__attribute__((noinline, cold)) static void expired(void *p, size_t size)
+/* The countdown ran out within a request of `size` bytes (size >= countdown): sample it if a
+ * sample point falls within it, and draw the next countdown. Named for what it is because it
+ * is the innermost native frame of every sample of the Zend heap, which the text and HTML
+ * outputs show as the site's label. */
+__attribute__((noinline, cold)) static void emalloc_sampled(void *p, size_t size)
 {
     if (idle) {
         uint64_t c = memprof_sample_interval();
@@ -157,7 +154,9 @@ __attribute__((noinline, cold)) static void expired(void *p, size_t size)
             return;
         }
     }
-    record(p, size);
+    uint64_t id = (uint64_t)(uintptr_t)p;
+    if (memprof_report_sampled(id, size) == 1 && !set_add((uintptr_t)p))
+        memprof_report_free(id); /* its free could not be tracked: drop the sample */
     uint64_t c = memprof_sample_interval();
     idle = c == 0;
     countdown = c ? c : IDLE_POLL;
@@ -168,7 +167,7 @@ static inline void *charge(void *p, size_t size)
     if (EXPECTED(size < countdown))
         countdown -= size;
     else if (p)
-        expired(p, size);
+        emalloc_sampled(p, size);
     return p;
 }
 
