@@ -96,14 +96,16 @@ struct memprof_cli_symbolize {
     /* Kept between calls, so that several profiles read each module's files once; zero
      * them before the first call, memprof_cli_symbolize_end() after the last. */
     struct memprof_offline *session;
-    size_t said; /* modules without files already named on stderr */
+    size_t said;           /* modules without files already named on stderr */
+    memprof_format format; /* memprof_cli_symbolize_file() writes this (AUTO: pprof) */
 };
 /* Names p's unresolved frames; *out is the symbolized copy (p must outlive it; free it with
  * memprof__profile_symbolized_free()). Returns 0, or a negative errno after one line. */
 int memprof_cli_symbolize(const struct memprof_profile *p, struct memprof_cli_symbolize *s,
                           struct memprof_profile **out);
 /* The same for the pprof file at `path`, rewritten in place (atomically) when anything
- * gained a name. Returns 0 or a negative errno after one line. */
+ * gained a name, or always when s->format asks for another format than pprof. Returns 0 or
+ * a negative errno after one line. */
 int memprof_cli_symbolize_file(const char *path, struct memprof_cli_symbolize *s);
 void memprof_cli_symbolize_end(struct memprof_cli_symbolize *s);
 /* Whether p names none of its native frames (written with MEMPROF_SYMBOLIZE=0, most likely):

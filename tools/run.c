@@ -568,18 +568,22 @@ static void forward(int signo, siginfo_t *si, void *uctx)
 /* ---- symbolizing after the exit ------------------------------------------------------------ */
 
 /* Whether the program writes raw addresses and this command names them after it exits
- * (symbolize.c): for pprof, the format a raw profile is complete in, unless the user chose
- * with MEMPROF_SYMBOLIZE. The program's exit then costs no symbolization. */
+ * (symbolize.c), unless the user chose with MEMPROF_SYMBOLIZE. The program's exit then costs
+ * no symbolization. A raw profile is complete only as pprof: for the other formats the
+ * program writes pprof under the profile's name and this command converts it, which it can
+ * do only when nobody reads the files while the program runs (no --interval or --signal). */
 static bool deferred_symbolization(const struct run_options *o)
 {
-    return o->format == MEMPROF_FORMAT_PPROF && !getenv("MEMPROF_SYMBOLIZE");
+    return !getenv("MEMPROF_SYMBOLIZE") &&
+           (o->format == MEMPROF_FORMAT_PPROF || (!o->interval && !o->signal_s));
 }
 
-/* Names the frames of every profile this run wrote, in place, before anything reads them. */
+/* Names the frames of every profile this run wrote, in place and in the chosen format,
+ * before anything reads them. */
 static void symbolize_written(const struct run_options *o, const struct tmpl_parts *t,
                               const struct pfiles *before, const struct pfiles *after)
 {
-    struct memprof_cli_symbolize s = {.quiet = o->quiet};
+    struct memprof_cli_symbolize s = {.quiet = o->quiet, .format = o->format};
     for (size_t i = 0; deferred_symbolization(o) && i < after->n; i++) {
         char path[PATH_MAX];
         if (!existed_before(before, &after->v[i]) &&
@@ -617,7 +621,9 @@ static void exec_child(const struct run_options *o, const char *plugin, const st
     else
         snprintf(preload, sizeof preload, "%s", plugin);
     bool ok = set_env("LD_PRELOAD", preload) && set_env("MEMPROF_OUTPUT", ps->tmpl_abs) &&
-              set_env("MEMPROF_FORMAT", memprof_cli_format_name(o->format)) &&
+              set_env("MEMPROF_FORMAT",
+                      memprof_cli_format_name(deferred_symbolization(o) ? MEMPROF_FORMAT_PPROF
+                                                                        : o->format)) &&
               set_env("MEMPROF_START", "1");
     if (ok && o->rate)
         ok = set_env("MEMPROF_RATE", o->rate);
@@ -679,7 +685,7 @@ static int outcome(const struct run_options *o, struct paths *ps, pid_t pid, int
         written_by_run(written, pid, tp, before, &after, start)) {
         profile = read_from = written;
         if (!tp->ok && deferred_symbolization(o)) { /* not in a listing: only this one */
-            struct memprof_cli_symbolize s = {.quiet = o->quiet};
+            struct memprof_cli_symbolize s = {.quiet = o->quiet, .format = o->format};
             memprof_cli_symbolize_file(written, &s);
             memprof_cli_symbolize_end(&s);
         }

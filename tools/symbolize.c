@@ -58,9 +58,16 @@ int memprof_cli_symbolize(const struct memprof_profile *p, struct memprof_cli_sy
     return 0;
 }
 
-static int fill_pprof(FILE *out, void *ctx)
+struct rewrite {
+    const struct memprof_profile *p;
+    memprof_format format;
+};
+
+static int fill(FILE *out, void *ctx)
 {
-    return memprof_cli_export(ctx, MEMPROF_FORMAT_PPROF, out, 0, MEMPROF_VIEW_LIVE, false, false);
+    const struct rewrite *r = ctx;
+    /* What memprof run would have had the program write: the live view, the default top. */
+    return memprof_cli_export(r->p, r->format, out, 20, MEMPROF_VIEW_LIVE, false, false);
 }
 
 int memprof_cli_symbolize_file(const char *path, struct memprof_cli_symbolize *s)
@@ -72,8 +79,11 @@ int memprof_cli_symbolize_file(const char *path, struct memprof_cli_symbolize *s
     s->named = &n;
     int rc = memprof_cli_symbolize(p, s, &named);
     s->named = count;
-    /* Rewritten only when something gained a name: a profile already named stays as is. */
-    if (rc == 0 && n && memprof_cli_write_atomic(path, fill_pprof, named) != 0)
+    /* A pprof profile already named stays as is; another format is always written. */
+    memprof_format format = s->format == MEMPROF_FORMAT_AUTO ? MEMPROF_FORMAT_PPROF : s->format;
+    struct rewrite r = {named, format};
+    if (rc == 0 && (n || format != MEMPROF_FORMAT_PPROF) &&
+        memprof_cli_write_atomic(path, fill, &r) != 0)
         rc = -EIO;
     memprof__profile_symbolized_free(named);
     memprof__profile_free(p);

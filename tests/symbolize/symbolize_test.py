@@ -19,7 +19,7 @@ checks that the profile's largest site is named big_block at that line, however 
                profiled program symbolizes at exit without connecting to it; with
                MEMPROF_DEBUGINFOD=1 it does connect (so the check can see a connection).
   run          `memprof run` has the program write raw addresses and writes the named profile
-               itself after the program exits.
+               itself after the program exits, as pprof and in another format (text).
 
 usage: symbolize_test.py CASE MEMPROF PLUGIN PROGRAM [more programs]
 Exit status 77 means skipped (go, addr2line or libdebuginfod missing).
@@ -331,6 +331,19 @@ def case_run(memprof, plugin, progs):
                             "env"], capture_output=True, text=True)
         if "MEMPROF_SYMBOLIZE=0" not in r.stdout.splitlines():
             fail("memprof run did not set MEMPROF_SYMBOLIZE=0 for the program", r.stdout)
+        # Another format: the program writes raw pprof, the command writes the text.
+        txt = os.path.join(tmp, "run.txt")
+        r = subprocess.run([memprof, "run", "-q", "-r", "16K", "-o", txt, "--", progs[0]],
+                           capture_output=True, text=True)
+        with open(txt) as f:
+            text = f.read()
+        if r.returncode != 0 or not text.startswith("libmemprof") or "big_block" not in text:
+            fail("memprof run -o run.txt: status %d" % r.returncode, text + r.stderr)
+        r = subprocess.run([memprof, "run", "-q", "-o", os.path.join(tmp, "env.txt"), "--",
+                            "env"], capture_output=True, text=True)
+        if not {"MEMPROF_SYMBOLIZE=0", "MEMPROF_FORMAT=pprof"} <= set(r.stdout.splitlines()):
+            fail("memprof run -o env.txt: the program was not told to write raw pprof",
+                 r.stdout)
         print("memprof run: the program wrote addresses, the command named them")
     return 0
 
