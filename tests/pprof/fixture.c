@@ -321,10 +321,14 @@ static int compare_frame(const struct memprof_pframe *w, const struct memprof_pf
     /* What the reader can know: a frame without a module has no load bias; a runtime frame
      * has neither address nor bias. */
     uint64_t bias = w->module ? w->load_bias : 0;
+    /* A frame that knows its memory mapping (the resolver's) keeps it: pprof's Mapping. */
+    bool same_map = !w->module || !w->map_limit ||
+                    (w->map_start == g->map_start && w->map_limit == g->map_limit &&
+                     w->map_offset == g->map_offset);
     if (same_str(w->function, g->function) && same_str(w->file, g->file) &&
         same_str(w->module, g->module) && same_str(w->build_id, g->build_id) &&
         w->line == g->line && w->flags == g->flags && w->address == g->address &&
-        bias == g->load_bias)
+        bias == g->load_bias && same_map)
         return 0;
     fprintf(
         log,
@@ -334,6 +338,12 @@ static int compare_frame(const struct memprof_pframe *w, const struct memprof_pf
         stack, index, show(w->function), show(w->file), w->line, show(w->module), show(w->build_id),
         w->flags, w->address, bias, show(g->function), show(g->file), g->line, show(g->module),
         show(g->build_id), g->flags, g->address, g->load_bias);
+    if (!same_map)
+        fprintf(log,
+                "  mapping: want %#" PRIx64 "-%#" PRIx64 " at %#" PRIx64 ", got %#" PRIx64
+                "-%#" PRIx64 " at %#" PRIx64 "\n",
+                w->map_start, w->map_limit, w->map_offset, g->map_start, g->map_limit,
+                g->map_offset);
     return 1;
 }
 
