@@ -694,10 +694,12 @@ const struct memprof_sym *memprof__sym_get(uintptr_t pc, bool need_names)
         if (!*slot && (*slot = resolve(pc, names)) != NULL)
             cache_used++;
         else if (*slot && (*slot)->raw && names) {
-            /* Named now; the raw result stays allocated (what was handed out stays valid). */
+            /* Named now. The raw result can go: its one caller (stacks.c, under its own
+             * lock) never keeps a result past the next lookup. */
             struct memprof_sym *named = resolve(pc, true);
             if (named) {
                 n_resolved--; /* the raw result was counted */
+                free(*slot);
                 *slot = named;
             }
         }

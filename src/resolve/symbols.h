@@ -51,7 +51,9 @@ struct memprof_sym {
 
 /* Resolves a return address (looking up pc - 1, inside the call instruction). The result is
  * cached and immutable; never NULL. Thread-safe. With symbolization off
- * (memprof__sym_set_symbolize()), names are looked up only when `need_names` says so. */
+ * (memprof__sym_set_symbolize()), names are looked up only when `need_names` says so; a raw
+ * result named later is replaced and freed, so a caller must not keep a result past its
+ * next call (stacks.c, the only caller, does not). */
 const struct memprof_sym *memprof__sym_get(uintptr_t pc, bool need_names);
 
 /* Whether lookups look for names (the default) or only find each address's module and
