@@ -146,7 +146,7 @@ static const Dwfl_Callbacks callbacks = {
 /* A readable file at `path` with the wanted build id (any when none was recorded). */
 static bool usable(const char *path, const unsigned char *bits, size_t len)
 {
-    int fd = path && *path == '/' ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    int fd = path && *path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
     if (fd < 0)
         return false;
     bool ok = !len || memprof__debug_build_id_matches(fd, bits, len);

@@ -270,6 +270,16 @@ def case_offline(memprof, plugin, progs):
         os.makedirs(dbg)
         shutil.copy(debug_file, os.path.join(dbg, bid[2:] + ".debug"))
         compare(memprof, named, raw, ["--debug-dir", os.path.join(tmp, "debug")], stripped)
+        # The program gone (a profile taken elsewhere): its debug file alone names it, found
+        # in a debug directory given relative to the current one.
+        gone = os.path.join(tmp, "gone-program")
+        shutil.copy(stripped, gone)
+        raw_gone = os.path.join(tmp, "gone.pb.gz")
+        profile(plugin, gone, raw_gone, {"MEMPROF_SYMBOLIZE": "0"})
+        os.remove(gone)
+        compare(memprof, named, raw_gone,
+                ["--debug-dir", os.path.relpath(os.path.join(tmp, "debug"))],
+                stripped + " (program removed)")
     return 0
 
 
