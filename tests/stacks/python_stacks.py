@@ -32,7 +32,8 @@ with open(sys.argv[1]) as f:
 assert best is not None, "no stack through _PyEval_EvalFrameDefault"
 frames, value = best
 print(f"{len(frames)} frames, {value} bytes: {';'.join(frames)}")
-assert len(frames) >= 12, f"only {len(frames)} frames"
+# At least 10: a run of python3's frames without symbols is one "python3.11+?" frame.
+assert len(frames) >= 10, f"only {len(frames)} frames"
 assert frames[0] == "_start" or "main" in ";".join(frames), "stack does not reach the root"
 # 20000 strings of ~2 KB are live: the deepest Python-allocation stack holds most of it.
 assert value > 20000 * 2000 * 0.8, value
