@@ -255,6 +255,8 @@ static void demangle_frames(struct memprof_profile *p)
         char *readable = memprof__demangle(p->frames[i].function);
         if (!readable)
             continue;
+        if (!p->frames[i].system_name) /* the mangled name stays pprof's system_name */
+            p->frames[i].system_name = p->frames[i].function;
         if (ndemangled == demangled_cap) {
             size_t cap = demangled_cap ? demangled_cap * 2 : 64;
             char **v = realloc(demangled, cap * sizeof *v);

@@ -26,7 +26,8 @@
  *   mapping, one line. An unresolved one keeps the resolver's name
  *   MEMPROF_PPROF_UNKNOWN_RUNTIME so pprof shows something; the reader turns that name back
  *   into the UNRESOLVED flag.
- * - Functions: name = system_name = the function name (we only have one), filename, no
+ * - Functions: name = the function name (demangled), system_name = the name as the binary
+ *   spells it (the mangled one; the same as name when there is no other), filename, no
  *   start line. One per distinct (name, file).
  * - Mappings follow pprof's conventions, so that pprof, Parca and Pyroscope can symbolize
  *   a profile with the binaries (`go tool pprof -symbolize=local`): one per memory mapping
@@ -210,7 +211,7 @@ struct mapping {
 };
 
 struct function {
-    uint32_t name, file; /* string ids */
+    uint32_t name, system, file; /* string ids */
 };
 
 struct line {
@@ -298,23 +299,24 @@ static uint32_t intern(struct writer *w, const char *s)
     return id;
 }
 
-/* Function index + 1 for a frame's (name, file), or 0 when out of memory. */
+/* Function index + 1 for a frame's (name, system name, file), or 0 when out of memory. */
 static uint32_t function_of(struct writer *w, const struct memprof_pframe *f)
 {
     uint32_t name = intern(w, f->function), file = intern(w, f->file);
-    if (name == UINT32_MAX || file == UINT32_MAX)
+    uint32_t system = f->system_name ? intern(w, f->system_name) : name;
+    if (name == UINT32_MAX || file == UINT32_MAX || system == UINT32_MAX)
         return 0;
-    uint64_t h = memprof__mix64((uint64_t)name << 32 | file);
+    uint64_t h = memprof__mix64((uint64_t)name << 32 | file) ^ memprof__mix64(system);
     for (size_t k = hindex_start(&w->func_index, h); w->func_index.slots[k].index1;
          k = (k + 1) & w->func_index.mask) {
         uint32_t i = w->func_index.slots[k].index1 - 1;
-        if (w->funcs[i].name == name && w->funcs[i].file == file)
+        if (w->funcs[i].name == name && w->funcs[i].file == file && w->funcs[i].system == system)
             return i + 1;
     }
     if (!grow(&w->funcs, &w->func_cap, w->nfuncs, sizeof *w->funcs) ||
         hindex_put(&w->func_index, h, w->nfuncs) != 0)
         return 0;
-    w->funcs[w->nfuncs] = (struct function){name, file};
+    w->funcs[w->nfuncs] = (struct function){name, system, file};
     return ++w->nfuncs;
 }
 
@@ -674,7 +676,7 @@ static void encode_locations_and_functions(struct writer *w)
         size_t m = memprof__pb_begin(&w->out, PROFILE_FUNCTION);
         memprof__pb_uint(&w->out, FUNCTION_ID, i + 1);
         memprof__pb_uint(&w->out, FUNCTION_NAME, w->funcs[i].name);
-        memprof__pb_uint(&w->out, FUNCTION_SYSTEM_NAME, w->funcs[i].name);
+        memprof__pb_uint(&w->out, FUNCTION_SYSTEM_NAME, w->funcs[i].system);
         memprof__pb_uint(&w->out, FUNCTION_FILENAME, w->funcs[i].file);
         memprof__pb_end(&w->out, m);
     }

@@ -81,7 +81,7 @@ struct view {
 };
 
 struct rfunc {
-    uint64_t id, name, file;
+    uint64_t id, name, system, file;
 };
 
 struct rmap {
@@ -492,7 +492,6 @@ static int decode_functions(struct reader *r)
         struct memprof_pb_field f;
         const char *why = NULL;
         struct rfunc *fn = &r->funcs[i];
-        uint64_t ignored;
         int more, rc = 0;
         while ((more = memprof__pb_next(&pr, &f, &why)) == 1 && rc == 0) {
             switch (f.number) {
@@ -503,9 +502,9 @@ static int decode_functions(struct reader *r)
                 rc = varint_field(r, &f, &fn->name, "function.name");
                 break;
             case 3:
-                rc = varint_field(r, &f, &ignored, "function.system_name");
+                rc = varint_field(r, &f, &fn->system, "function.system_name");
                 if (rc == 0)
-                    rc = check_string(r, ignored, "function.system_name");
+                    rc = check_string(r, fn->system, "function.system_name");
                 break;
             case 4:
                 rc = varint_field(r, &f, &fn->file, "function.filename");
@@ -1077,10 +1076,10 @@ static int build(struct reader *r, size_t total_frames, struct memprof_profile *
     const char **cs = alloc_array(r->nstrs, sizeof *cs);
     if (!p || !cs)
         goto done;
-    /* Strings worth copying: names and files of functions, files and build ids of mappings
-     * (index 0 is "" and stays NULL). */
+    /* Strings worth copying: names, system names and files of functions, files and build
+     * ids of mappings (index 0 is "" and stays NULL). */
     for (size_t i = 0; i < r->nfuncs; i++)
-        cs[r->funcs[i].name] = cs[r->funcs[i].file] = MARK;
+        cs[r->funcs[i].name] = cs[r->funcs[i].system] = cs[r->funcs[i].file] = MARK;
     for (size_t i = 0; i < r->nmaps; i++)
         cs[r->maps[i].file] = cs[r->maps[i].build_id] = MARK;
     for (size_t i = 0; i < r->nsamples; i++)
@@ -1144,6 +1143,11 @@ static int build(struct reader *r, size_t total_frames, struct memprof_profile *
             const struct rfunc *fn = ln->func ? &r->funcs[ln->func - 1] : NULL;
             fr[k] = base;
             fr[k].function = fn ? cs[fn->name] : NULL;
+            /* Kept only when it is another spelling (a mangled name). */
+            fr[k].system_name = fn && fn->system != fn->name && cs[fn->system] &&
+                                        (!fr[k].function || strcmp(cs[fn->system], fr[k].function))
+                                    ? cs[fn->system]
+                                    : NULL;
             fr[k].file = fn ? cs[fn->file] : NULL;
             fr[k].line = ln->line;
             /* Every line but the last was inlined into the next one (profile.proto). */

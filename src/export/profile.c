@@ -88,7 +88,8 @@ int memprof__profile_from_snapshot(const struct memprof_snapshot *s, struct memp
                                                                 .sym_offset = f->sym_offset,
                                                                 .map_start = f->map_start,
                                                                 .map_limit = f->map_limit,
-                                                                .map_offset = f->map_offset};
+                                                                .map_offset = f->map_offset,
+                                                                .system_name = f->system_name};
                 table[k] = (uint32_t)++p->nframes;
             }
             *idx++ = table[k] - 1;

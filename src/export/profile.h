@@ -40,6 +40,9 @@ struct memprof_pframe {
     /* The module's memory mapping holding the address, page-aligned, and the file offset
      * of its start (what pprof's Mapping holds); map_limit 0 when not known. */
     uint64_t map_start, map_limit, map_offset;
+    /* The function as the binary spells it (a mangled C++ or Rust name; pprof's
+     * Function.system_name), NULL when `function` is that spelling. */
+    const char *system_name;
 };
 
 struct memprof_pstack {

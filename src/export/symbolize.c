@@ -58,6 +58,7 @@ int memprof__profile_symbolize(const struct memprof_profile *in, struct memprof_
             struct memprof_pframe *g = &frames[n++];
             *g = *f;
             g->function = sf[j].function;
+            g->system_name = sf[j].system_name;
             g->file = sf[j].file;
             g->line = sf[j].line;
             g->sym_offset = j + 1 == k ? sym_offset : 0;

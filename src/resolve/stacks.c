@@ -137,6 +137,7 @@ static struct memprof_rstack *build(struct memprof_stacktab *st, const struct me
                 .map_start = sym->map_start,
                 .map_limit = sym->map_limit,
                 .map_offset = sym->map_offset,
+                .system_name = sf->system_name,
                 .flags = (sf->inlined ? MEMPROF_FRAME_INLINED : 0) |
                          (sf->function ? 0 : MEMPROF_FRAME_UNRESOLVED),
             };

@@ -25,6 +25,7 @@ struct memprof_rframe {
     uint64_t sym_offset; /* address - function start, when known */
     /* The module's segment holding the address (symbols.h), 0 when not known. */
     uint64_t map_start, map_limit, map_offset;
+    const char *system_name; /* the function as the binary spells it, NULL when the same */
 };
 
 struct memprof_rstack {

@@ -41,24 +41,24 @@ static bool symbolize = true; /* memprof__sym_set_symbolize() */
 
 /* The profiler demangles C++ and Rust names itself (demangle.h), whatever the process
  * loaded. Symbol-table names may carry an ELF symbol version ("memcpy@@GLIBC_2.14"), which
- * is no part of the function's name. */
-static const char *demangle(const char *versioned)
+ * is no part of the function's name. *system gets the name as the binary spells it (pprof's
+ * system_name) when that differs from the one returned, else NULL. */
+static const char *demangle(const char *versioned, const char **system)
 {
+    *system = NULL;
     if (!versioned)
         return NULL;
-    char *readable = memprof__demangle(versioned);
-    if (readable) {
-        const char *out = memprof__strpool_intern(readable);
-        free(readable);
-        return out;
-    }
     const char *at = strchr(versioned, '@');
-    if (!at || at == versioned)
-        return memprof__strpool_intern(versioned);
-    char *name = strndup(versioned, (size_t)(at - versioned));
-    const char *out = memprof__strpool_intern(name);
+    char *name = at && at != versioned ? strndup(versioned, (size_t)(at - versioned)) : NULL;
+    const char *spelled = memprof__strpool_intern(name ? name : versioned);
     free(name);
-    return out;
+    char *readable = spelled ? memprof__demangle(spelled) : NULL;
+    if (!readable)
+        return spelled;
+    const char *out = memprof__strpool_intern(readable);
+    free(readable);
+    *system = out ? spelled : NULL;
+    return out ? out : spelled;
 }
 
 /* ---- module identity -------------------------------------------------------------------- */
@@ -166,7 +166,7 @@ static const char *main_program_path(void)
  * last symbol before an address they named every function of the gcc driver "strcmp". */
 struct func_sym {
     uintptr_t start, size;
-    const char *name;
+    const char *name, *system; /* demangled, and as spelled when that differs (demangle()) */
 };
 
 struct symtab {
@@ -232,7 +232,9 @@ static void load_symtab(struct symtab *t, const void *mod)
             size = end - syms[i].st_value;
         if (!size)
             continue; /* not inside its section: nothing it can answer for */
-        t->syms[n++] = (struct func_sym){syms[i].st_value, size, demangle(name)};
+        const char *system;
+        const char *readable = demangle(name, &system);
+        t->syms[n++] = (struct func_sym){syms[i].st_value, size, readable, system};
     }
     t->n = n;
     qsort(t->syms, n, sizeof *t->syms, by_start);
@@ -271,7 +273,9 @@ static void load_symtab(struct symtab *t, const void *mod)
         }
         if (!size)
             continue; /* not inside its section: nothing it can answer for */
-        t->syms[n++] = (struct func_sym){start, size, demangle(name)};
+        const char *system;
+        const char *readable = demangle(name, &system);
+        t->syms[n++] = (struct func_sym){start, size, readable, system};
     }
     t->n = n;
     qsort(t->syms, n, sizeof *t->syms, by_start);
@@ -279,10 +283,11 @@ static void load_symtab(struct symtab *t, const void *mod)
 #endif
 
 /* Looks vaddr (a file address) up in the index of module `path`; `mod` is what the back
- * end needs to build the index. */
+ * end needs to build the index. Returns the function's name, its spelling in *system. */
 static const char *symtab_lookup(const char *path, const void *mod, uintptr_t vaddr,
-                                 uintptr_t *offset)
+                                 uintptr_t *offset, const char **system)
 {
+    *system = NULL;
     struct symtab *t = symtabs;
     while (t && t->path != path)
         t = t->next;
@@ -309,6 +314,7 @@ static const char *symtab_lookup(const char *path, const void *mod, uintptr_t va
     if (vaddr >= f->start + f->size)
         return NULL;
     *offset = vaddr - f->start;
+    *system = f->system;
     return f->name;
 }
 
@@ -362,7 +368,7 @@ static void dwfl_refresh(void)
 
 /* A DIE's name: the demangled linkage name if there is one, else DW_AT_name; both looked up
  * through DW_AT_abstract_origin/DW_AT_specification (dwarf_attr_integrate). */
-static const char *die_name(Dwarf_Die *die)
+static const char *die_name(Dwarf_Die *die, const char **system)
 {
     Dwarf_Attribute attr;
     const char *name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
@@ -370,7 +376,7 @@ static const char *die_name(Dwarf_Die *die)
         name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
     if (!name)
         name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &attr));
-    return demangle(name);
+    return demangle(name, system);
 }
 
 /* ---- per-CU function scope index --------------------------------------------------------
@@ -500,9 +506,10 @@ static Dwarf_Die *cu_by_scan(Dwfl_Module *mod, Dwarf_Addr addr, Dwarf_Die *out, 
 }
 
 /* Fills frames (innermost first) from the DWARF scopes at addr; symname is the symbol-table
- * name of the function (already interned), used for the outermost frame. Returns the count. */
+ * name of the function (already interned; symsys its spelling, demangle()), used for the
+ * outermost frame. Returns the count. */
 static unsigned dwarf_frames(Dwfl_Module *mod, Dwarf_Addr addr, const char *symname,
-                             struct memprof_sym_frame *frames, unsigned max)
+                             const char *symsys, struct memprof_sym_frame *frames, unsigned max)
 {
     const char *file = NULL;
     int line = 0;
@@ -531,9 +538,10 @@ static unsigned dwarf_frames(Dwfl_Module *mod, Dwarf_Addr addr, const char *symn
     for (unsigned i = 0; i < nscopes && n < max; i++) {
         int tag = dwarf_tag(&scopes[i]);
         if (tag == DW_TAG_inlined_subroutine) {
-            frames[n++] =
-                (struct memprof_sym_frame){die_name(&scopes[i]), memprof__strpool_intern(file),
-                                           (uint32_t)(line > 0 ? line : 0), true};
+            const char *system;
+            const char *name = die_name(&scopes[i], &system);
+            frames[n++] = (struct memprof_sym_frame){name, memprof__strpool_intern(file),
+                                                     (uint32_t)(line > 0 ? line : 0), true, system};
             /* The caller's position is this inline instance's call site. */
             Dwarf_Attribute attr;
             Dwarf_Word fidx = 0, cline = 0;
@@ -545,17 +553,20 @@ static unsigned dwarf_frames(Dwfl_Module *mod, Dwarf_Addr addr, const char *symn
                        ? (int)cline
                        : 0;
         } else {
-            const char *name = symname ? symname : die_name(&scopes[i]);
-            frames[n++] = (struct memprof_sym_frame){name, memprof__strpool_intern(file),
-                                                     (uint32_t)(line > 0 ? line : 0), false};
+            const char *system = symsys;
+            const char *name = symname ? symname : die_name(&scopes[i], &system);
+            frames[n++] =
+                (struct memprof_sym_frame){name, memprof__strpool_intern(file),
+                                           (uint32_t)(line > 0 ? line : 0), false, system};
             break;
         }
     }
     if (n == 0 || frames[n - 1].inlined) {
         /* No DWARF function scope (no debug info, or a gap): the symbol table's name. */
         if (n < max)
-            frames[n++] = (struct memprof_sym_frame){symname, memprof__strpool_intern(file),
-                                                     (uint32_t)(line > 0 ? line : 0), false};
+            frames[n++] =
+                (struct memprof_sym_frame){symname, memprof__strpool_intern(file),
+                                           (uint32_t)(line > 0 ? line : 0), false, symsys};
     }
     return n;
 }
@@ -581,15 +592,17 @@ static struct memprof_sym *resolve(uintptr_t pc, bool names)
         Dwarf_Addr bias = 0;
         dwfl_module_getelf(mod, &bias);
         uintptr_t off = 0;
-        const char *symname = path ? symtab_lookup(path, mod, lookup - bias, &off) : NULL;
+        const char *symsys = NULL;
+        const char *symname = path ? symtab_lookup(path, mod, lookup - bias, &off, &symsys) : NULL;
         sym_offset = symname ? off + 1 : 0;
-        n = dwarf_frames(mod, lookup, symname, frames, MAX_INLINE_DEPTH);
+        n = dwarf_frames(mod, lookup, symname, symsys, frames, MAX_INLINE_DEPTH);
     }
 #else
     if (path) {
-        const char *name = symtab_lookup(path, NULL, lookup - q.bias, &sym_offset);
+        const char *system;
+        const char *name = symtab_lookup(path, NULL, lookup - q.bias, &sym_offset, &system);
         if (name) {
-            frames[n++] = (struct memprof_sym_frame){name, NULL, 0, false};
+            frames[n++] = (struct memprof_sym_frame){name, NULL, 0, false, system};
             sym_offset += 1;
         }
     }
@@ -605,7 +618,7 @@ static struct memprof_sym *resolve(uintptr_t pc, bool names)
             lookup < (uintptr_t)dl.dli_saddr + ent->st_size) {
             if (n == 0)
                 n = 1, frames[0] = (struct memprof_sym_frame){0};
-            frames[n - 1].function = demangle(dl.dli_sname);
+            frames[n - 1].function = demangle(dl.dli_sname, &frames[n - 1].system_name);
             sym_offset = pc - (uintptr_t)dl.dli_saddr;
         }
     }
@@ -650,9 +663,10 @@ unsigned memprof__sym_module_frames(struct Dwfl_Module *mod, const char *key, ui
     Dwarf_Addr bias = 0;
     uintptr_t off = 0;
     dwfl_module_getelf(mod, &bias);
-    const char *symname = symtab_lookup(key, mod, addr - bias, &off);
+    const char *symsys;
+    const char *symname = symtab_lookup(key, mod, addr - bias, &off, &symsys);
     *sym_offset = symname ? off + 1 : 0;
-    unsigned n = dwarf_frames(mod, addr, symname, frames, max);
+    unsigned n = dwarf_frames(mod, addr, symname, symsys, frames, max);
     pthread_mutex_unlock(&lock);
     return n == 1 && !frames[0].function && !frames[0].file ? 0 : n;
 }

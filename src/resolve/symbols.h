@@ -27,10 +27,11 @@
 #include "common/compiler.h"
 
 struct memprof_sym_frame {
-    const char *function; /* demangled; NULL when unknown */
-    const char *file;     /* NULL when unknown */
-    uint32_t line;        /* 0 when unknown */
-    bool inlined;         /* this function was inlined into the next frame */
+    const char *function;    /* demangled; NULL when unknown */
+    const char *file;        /* NULL when unknown */
+    uint32_t line;           /* 0 when unknown */
+    bool inlined;            /* this function was inlined into the next frame */
+    const char *system_name; /* as the binary spells it (mangled); NULL when `function` is */
 };
 
 struct memprof_sym {

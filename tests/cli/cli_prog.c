@@ -18,6 +18,9 @@
  *                                   for the first, 300 ms more for duplicates, then prints
  *                                   "sigints N from-parent M from-kernel K" (sent by the
  *                                   parent process with kill, or by the terminal) and exits 0
+ *   cli-prog mangled N SIZE         N blocks of SIZE bytes in a function whose symbol is the
+ *                                   C++ name _ZN7cliprog4holdEmm (cliprog::hold(unsigned
+ *                                   long, unsigned long)); prints "pid P"
  *   cli-prog signals                catches INT, TERM, HUP, QUIT, USR1 and USR2: prints
  *                                   "ready P", waits (at most 30 s) for one, then prints
  *                                   "caught SIGNO from-parent 0|1" and exits 0
@@ -84,6 +87,14 @@ static void on_sigint(int signo, siginfo_t *si, void *uctx)
         from_parent++;
 }
 
+/* A C function under a C++ symbol name, so the profile has a mangled name to demangle. */
+void mangled_hold(size_t n, size_t size) __asm__("_ZN7cliprog4holdEmm");
+__attribute__((noinline)) void mangled_hold(size_t n, size_t size)
+{
+    for (size_t i = 0; i < n; i++)
+        keep(malloc(size));
+}
+
 static volatile sig_atomic_t caught, caught_from_parent;
 
 static void on_signal(int signo, siginfo_t *si, void *uctx)
@@ -120,6 +131,11 @@ int main(int argc, char **argv)
         return (int)arg(argv[2]);
     if (argc == 4 && !strcmp(argv[1], "alloc")) {
         allocate(arg(argv[2]), arg(argv[3]));
+        printf("pid %d\n", (int)getpid());
+        return 0;
+    }
+    if (argc == 4 && !strcmp(argv[1], "mangled")) {
+        mangled_hold(arg(argv[2]), arg(argv[3]));
         printf("pid %d\n", (int)getpid());
         return 0;
     }

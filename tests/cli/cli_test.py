@@ -891,8 +891,61 @@ def t_report_demangles(tmp):
                     r"\d+$", r.out, re.M), "no demangled stack main -> grow_cache")
     r = memprof("report", "--view", "alloc", path)
     check("mycrate::parse_input" in r.out, "the Rust legacy name is not demangled")
+    # Rewritten as pprof, the mangled spelling becomes the function's system_name.
+    again = os.path.join(tmp, "again.pb.gz")
+    r = memprof("report", "-o", again, path)
+    check(r.returncode == 0, "report -o pprof: exit %d" % r.returncode)
+    funcs = pprof_functions(again)
+    check(funcs.get("foo::grow_cache(unsigned long, unsigned long)") == "_ZN3foo10grow_cacheEmm",
+          "system_name of foo::grow_cache: %r" % funcs)
     check(not re.search(r"_ZN|_RNv|::h0123", r.out), "mangled names or hashes left in the "
           "report")
+
+
+def pprof_functions(path):
+    """{name: system_name} of the Functions of a gzip-compressed pprof file."""
+    with open(path, "rb") as f:
+        raw = gzip.decompress(f.read())
+
+    def fields(b):
+        i = 0
+        while i < len(b):
+            key, i = read_varint(b, i)
+            if key & 7 == 0:
+                v, i = read_varint(b, i)
+            elif key & 7 == 2:
+                n, i = read_varint(b, i)
+                v, i = b[i:i + n], i + n
+            else:
+                raise Failure("unexpected wire type %d" % (key & 7))
+            yield key >> 3, v
+
+    strings, funcs = [], []
+    for num, v in fields(raw):
+        if num == 6:
+            strings.append(v.decode())
+        elif num == 5:
+            d = dict(fields(v))
+            funcs.append((d.get(2, 0), d.get(3, 0)))
+    return {strings[n]: strings[sysn] for n, sysn in funcs}
+
+
+def t_pprof_system_names(tmp):
+    """pprof Functions carry the demangled name and the mangled one as system_name, whether
+    the program names its frames or memprof run names them after it exits."""
+    need_plugin()
+    # Unset: the program writes addresses and memprof run names them after it exits.
+    for symbolize in (None, "1"):
+        out = os.path.join(tmp, "m%s.pb.gz" % symbolize)
+        env = clean_env({"MEMPROF_SYMBOLIZE": symbolize} if symbolize else {})
+        p = run_prog(tmp, "mangled", "400", "1000", opts=["-r", "16K", "-q", "-o", out], env=env)
+        check(p.returncode == 0, "exit %d" % p.returncode)
+        funcs = pprof_functions(out)
+        name = "cliprog::hold(unsigned long, unsigned long)"
+        check(funcs.get(name) == "_ZN7cliprog4holdEmm",
+              "MEMPROF_SYMBOLIZE=%s: function %r has system_name %r" % (symbolize, name,
+                                                                         funcs.get(name)))
+        check(funcs.get("main") == "main", "main's system_name is %r" % funcs.get("main"))
 
 
 def t_report_addresses(tmp):
