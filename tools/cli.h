@@ -36,6 +36,7 @@
 int memprof_cli_run(int argc, char **argv);
 int memprof_cli_report(int argc, char **argv);
 int memprof_cli_diff(int argc, char **argv);
+int memprof_cli_attach(int argc, char **argv);
 
 /* Prints the full usage text of `cmd` (NULL: the command as a whole) to `out`. Returns false
  * if there is no such subcommand. */
@@ -132,5 +133,11 @@ int memprof_cli_write_atomic(const char *path, int (*fill)(FILE *out, void *ctx)
  * module ("module+?"). Returns 0 or a negative errno. */
 int memprof_cli_export(const struct memprof_profile *p, memprof_format f, FILE *out, unsigned top,
                        enum memprof_view view, bool objects, bool addresses);
+
+/* ---- summary -------------------------------------------------------------------------------- */
+
+/* The summary of a profile (summary.c): heading, top `top` sites at the peak (when above the
+ * end), live at the end, and leak suspects. */
+void memprof_cli_write_summary(const struct memprof_profile *p, FILE *out, unsigned top);
 
 #endif

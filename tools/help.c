@@ -23,6 +23,8 @@ static const char overview[] =
     "    memprof report [--format F] [-o FILE] [--view VIEW] [--top N] [--value V]\n"
     "                   PROFILE...\n"
     "    memprof diff [--top N] [--symbolize] [--debug-dir DIR]... BASE NEW\n"
+    "    memprof attach [-d SECONDS] [-r RATE] [-o FILE] [-f FORMAT] [--interval S] PID\n"
+    "    memprof attach --stop [-o FILE] PID\n"
     "    memprof help [COMMAND]\n"
     "    memprof --help | --version\n"
     "\n"
@@ -39,6 +41,8 @@ static const char overview[] =
     "            speedscope JSON, a self-contained HTML flame graph, or pprof.\n"
     "    diff    lists the call sites whose live bytes changed between two profiles, marking\n"
     "            the changes that are within sampling noise.\n"
+    "    attach  profiles a process that is already running, from now until Ctrl-C or a\n"
+    "            duration, and prints the same summary as run.\n"
     "    help    prints the manual of a command (also: memprof COMMAND --help).\n"
     "\n"
     "    Profiles are gzip-compressed pprof (profile.proto) files, which go tool pprof,\n"
@@ -305,12 +309,74 @@ static const char diff_page[] =
     "    memprof diff before.pb.gz after.pb.gz\n"
     "    memprof diff --top 0 monday.pb.gz tuesday.pb.gz > changes.txt\n";
 
+static const char attach_page[] =
+    "NAME\n"
+    "    memprof attach - profile a process that is already running\n"
+    "\n"
+    "SYNOPSIS\n"
+    "    memprof attach [-d SECONDS] [-r RATE] [-o FILE] [-f FORMAT] [--interval S] PID\n"
+    "    memprof attach --no-wait [-r RATE] [-o FILE] [-f FORMAT] [--interval S] PID\n"
+    "    memprof attach --stop [-o FILE] [-f FORMAT] PID\n"
+    "\n"
+    "DESCRIPTION\n"
+    "    Loads libmemprof.so.1 into the running process PID and starts sampling its\n"
+    "    allocations, without a debugger and without restarting it; after SECONDS, or when\n"
+    "    you press Ctrl-C (or send SIGTERM), the process writes its profile to FILE and stops\n"
+    "    sampling, and the same summary as memprof run's is printed. Each step borrows one\n"
+    "    thread of the process for about a millisecond (the first attach: tens of\n"
+    "    milliseconds, loading the library); the thread then continues where it was, a\n"
+    "    system call it was blocked in included.\n"
+    "\n"
+    "    Allocations made before the attach are unknown: the profile holds what was\n"
+    "    allocated while sampling, and frees of older blocks are ignored. A second attach\n"
+    "    reuses the library already loaded; its profile also holds what is still live from\n"
+    "    the first. A process started by memprof run with MEMPROF_START=0 is started through\n"
+    "    its plugin. If this command is killed, the process goes on unharmed.\n"
+    "\n"
+    "    Needs: Linux on x86_64, a dynamically linked program using glibc 2.34 or later, and\n"
+    "    permission to ptrace it (the same user, and Yama's ptrace_scope 0, or root). A\n"
+    "    process that is traced already (a debugger, strace), stopped, statically linked or\n"
+    "    in a container with other files than this system's is refused with the reason.\n"
+    "\n"
+    "OPTIONS\n"
+    "    -d, --duration SECONDS\n"
+    "        Profile for SECONDS, then write the profile (default: until Ctrl-C).\n"
+    "    -r, --rate RATE\n"
+    "        Mean bytes between samples (default 512K); K, M and G suffixes. Used only by the\n"
+    "        first attach to a process.\n"
+    "    -o, --output FILE\n"
+    "        The profile (default memprof.COMM.PID.pb.gz in this directory); %p is the\n"
+    "        process id. The process writes it, as its own user.\n"
+    "    -f, --format FORMAT\n"
+    "        pprof, speedscope, collapsed, text or html (default: from FILE's extension,\n"
+    "        else pprof). The summary is printed for pprof profiles.\n"
+    "    --interval S\n"
+    "        Also write the profile every S seconds while sampling.\n"
+    "    --no-wait\n"
+    "        Start sampling and return; end it with memprof attach --stop PID.\n"
+    "    --stop\n"
+    "        Stop sampling in PID and write the profile (to FILE if given, else where the\n"
+    "        attach said).\n"
+    "    -h, --help\n"
+    "        Print this manual and exit.\n"
+    "\n"
+    "EXIT STATUS\n"
+    "    0 the profile was written; 1 the process could not be attached to (the reason is\n"
+    "    printed) or did not write its profile; 2 usage error.\n"
+    "\n"
+    "EXAMPLES\n"
+    "    memprof attach -d 30 $(pidof server)\n"
+    "    memprof attach -r 64K -o /tmp/py.pb.gz 4242      # Ctrl-C to stop\n"
+    "    memprof attach --no-wait --interval 60 -o /tmp/srv.%p.pb.gz 4242\n"
+    "    memprof attach --stop 4242\n";
+
 bool memprof_cli_help(const char *cmd, FILE *out)
 {
     const char *page = !cmd                     ? overview
                        : !strcmp(cmd, "run")    ? run_page
                        : !strcmp(cmd, "report") ? report_page
                        : !strcmp(cmd, "diff")   ? diff_page
+                       : !strcmp(cmd, "attach") ? attach_page
                        : !strcmp(cmd, "help")   ? overview
                                                 : NULL;
     if (!page)

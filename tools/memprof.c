@@ -17,6 +17,7 @@ static const struct {
     {"run", memprof_cli_run},
     {"report", memprof_cli_report},
     {"diff", memprof_cli_diff},
+    {"attach", memprof_cli_attach},
 };
 
 int main(int argc, char **argv)
@@ -25,6 +26,7 @@ int main(int argc, char **argv)
         fputs("usage: memprof run [OPTIONS] -- PROGRAM [ARGS...]\n"
               "       memprof report [--format F] [-o FILE] [--top N] PROFILE\n"
               "       memprof diff [--top N] BASE NEW\n"
+              "       memprof attach [OPTIONS] PID | memprof attach --stop PID\n"
               "       memprof help [COMMAND] | --help | --version\n",
               stderr);
         return CLI_EXIT_USAGE;

@@ -626,6 +626,63 @@ MEMPROF_API int memprof_snapshot_view_site(const memprof_snapshot *snapshot, mem
  */
 MEMPROF_API int memprof_set_temporary_threshold(uint64_t ns);
 
+/**
+ * @defgroup attach Attaching to a running process
+ * Entry points for starting and stopping the profiler from outside the program: `memprof
+ * attach PID` loads this library into a running process and calls them on one of its threads
+ * (the user guide's "Attaching to a running process"), and any program may call them too. A
+ * configuration is a string of `key=value` lines separated by newlines (`\n`):
+ * - `rate=BYTES`: mean bytes between samples, as `MEMPROF_RATE` (e.g. `64K`); used only when
+ *   this call initialises the engine.
+ * - `output=PATH`: the profile's path, `%p` expanded to the process id; relative to the
+ *   process's working directory. Default: `memprof.%p.pb.gz` (the extension of the format).
+ * - `format=NAME`: pprof, speedscope, collapsed, text or html; default: from the extension.
+ * - `interval=SECONDS`: also write the profile every SECONDS (1 to 86400) while sampling.
+ * @{
+ */
+
+/**
+ * @brief **memprof_attach_start()** initialises the engine if needed and starts sampling.
+ *
+ * Uses the backend the process has: the preload plugin's if it is loaded (a program started
+ * with `MEMPROF_START=0`), else the run-time GOT backend as memprof_start(). Allocations made
+ * before the call are unknown to the profiler; their frees are recognised and ignored. With
+ * `interval`, a thread of the library's writes the profile periodically until
+ * memprof_attach_stop(). Returns quickly (no file is written), so it can be called on a
+ * thread borrowed from the program.
+ *
+ * @param config the configuration (see above), or NULL or "" for the defaults.
+ * @return 0; `-EINVAL` for an unknown key or an invalid value; `-EBUSY` if sampling is
+ *         already active (another start, or `memprof run`); others as memprof_init_config()
+ *         and memprof_start().
+ *
+ * Thread-safe (serialised with memprof_attach_stop()). Not async-signal-safe; not from an
+ * allocation hook. Needs only the stack alignment the ABI guarantees at a call. @since 1.3
+ */
+MEMPROF_API int memprof_attach_start(const char *config);
+
+/**
+ * @brief **memprof_attach_stop()** stops sampling and writes the profile.
+ *
+ * Stops the periodic writer of memprof_attach_start(), stops sampling (the engine stays
+ * initialised: a later memprof_attach_start() samples again, its profile holding what is
+ * still live from before) and writes a snapshot to the configured output. Writing
+ * symbolizes the stacks, which takes from milliseconds to a second or so, on the calling
+ * thread.
+ *
+ * @param config `output` and `format` override those given to memprof_attach_start(); NULL
+ *        or "" keeps them.
+ * @return 0; `-EINVAL` for an invalid configuration; `-ENOTCONN` if the engine was never
+ *         initialised; a negative errno of memprof_snapshot_write(). If sampling was not
+ *         active (already stopped), the profile is still written.
+ *
+ * Thread-safe (serialised with memprof_attach_start()). Not async-signal-safe; not from an
+ * allocation hook. @since 1.3
+ */
+MEMPROF_API int memprof_attach_stop(const char *config);
+
+/** @} */
+
 #ifdef __cplusplus
 }
 #endif

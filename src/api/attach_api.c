@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * memprof_attach_start() and memprof_attach_stop(): start and stop the profiler from a
+ * configuration string, for `memprof attach PID`, which loads this library into a running
+ * process and calls them on a thread it borrows for the call (tools/inject.c). A borrowed
+ * thread must come back quickly, so start only initialises and starts the engine (the GOT
+ * backend, or the preload plugin's when the process has it) and, with an interval, leaves
+ * the periodic profiles to a thread of its own; stop writes the profile on the calling thread
+ * because the command waits for it. The configuration is text so that an injected call needs
+ * nothing but a string in the target's memory: no struct layout to agree on.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/values.h"
+#include "memprof/memprof.h"
+
+#define ATTACH_DEFAULT_OUTPUT "memprof.%p.pb.gz"
+#define ATTACH_MAX_INTERVAL   86400
+
+struct attach_config {
+    uint64_t rate;
+    unsigned interval_s;
+    memprof_format format;
+    char output[PATH_MAX]; /* template, %p not yet expanded */
+    bool has_output, has_format;
+};
+
+static const struct {
+    const char *name;
+    memprof_format format;
+} formats[] = {
+    {"pprof", MEMPROF_FORMAT_PPROF},         {"speedscope", MEMPROF_FORMAT_SPEEDSCOPE},
+    {"collapsed", MEMPROF_FORMAT_COLLAPSED}, {"text", MEMPROF_FORMAT_TEXT},
+    {"html", MEMPROF_FORMAT_HTML},
+};
+
+/* Serialises start and stop; also guards `current` and the writer's state. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static struct attach_config current; /* what the last start asked for */
+static bool writer_running, writer_quit;
+static pthread_t writer;
+
+/* Parses one "key=value" of `len` bytes into c. */
+static int parse_entry(const char *s, size_t len, struct attach_config *c)
+{
+    const char *eq = memchr(s, '=', len);
+    if (!eq)
+        return -EINVAL;
+    size_t klen = (size_t)(eq - s), vlen = len - klen - 1;
+    char value[PATH_MAX];
+    if (vlen >= sizeof value)
+        return -EINVAL;
+    memcpy(value, eq + 1, vlen);
+    value[vlen] = 0;
+    if (klen == 4 && !memcmp(s, "rate", 4)) {
+        if (!(c->rate = memprof__parse_rate(value)))
+            return -EINVAL;
+    } else if (klen == 6 && !memcmp(s, "output", 6)) {
+        if (!vlen)
+            return -EINVAL;
+        memcpy(c->output, value, vlen + 1);
+        c->has_output = true;
+    } else if (klen == 6 && !memcmp(s, "format", 6)) {
+        size_t i = 0;
+        while (i < sizeof formats / sizeof *formats && strcmp(value, formats[i].name))
+            i++;
+        if (i == sizeof formats / sizeof *formats)
+            return -EINVAL;
+        c->format = formats[i].format;
+        c->has_format = true;
+    } else if (klen == 8 && !memcmp(s, "interval", 8)) {
+        char *end;
+        errno = 0;
+        unsigned long n = strtoul(value, &end, 10);
+        if (errno || end == value || *end || n < 1 || n > ATTACH_MAX_INTERVAL)
+            return -EINVAL;
+        c->interval_s = (unsigned)n;
+    } else {
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* Parses a configuration of newline-separated entries; empty lines are skipped. */
+static int parse_config(const char *config, struct attach_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->format = MEMPROF_FORMAT_AUTO;
+    if (!config)
+        return 0;
+    for (const char *s = config; *s;) {
+        const char *nl = strchr(s, '\n');
+        size_t len = nl ? (size_t)(nl - s) : strlen(s);
+        if (len) {
+            int rc = parse_entry(s, len, c);
+            if (rc)
+                return rc;
+        }
+        s += len + (nl != NULL);
+    }
+    return 0;
+}
+
+/* Writes `snap` (NULL: a new snapshot) to the configured output. Called with `lock` held. */
+static int write_profile(const struct attach_config *c, memprof_snapshot *snap)
+{
+    char path[PATH_MAX];
+    if (!memprof__expand_path(c->has_output ? c->output : ATTACH_DEFAULT_OUTPUT, getpid(), path,
+                              sizeof path, NULL))
+        return -ENAMETOOLONG;
+    int rc = snap ? 0 : memprof_get_snapshot(&snap);
+    if (rc)
+        return rc;
+    rc = memprof_snapshot_write(snap, path, c->format);
+    memprof_free_snapshot(snap);
+    return rc;
+}
+
+/* The periodic writer of `interval`: writes the profile every interval until told to quit. A
+ * condition variable, not sleep(), so stop does not wait out an interval. */
+static void *writer_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&lock);
+    while (!writer_quit) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += current.interval_s;
+        int rc = 0;
+        while (!writer_quit && rc != ETIMEDOUT)
+            rc = pthread_cond_timedwait(&wake, &lock, &until);
+        if (!writer_quit)
+            (void)write_profile(&current, NULL); /* the next one may succeed; stop reports errors */
+    }
+    pthread_mutex_unlock(&lock);
+    return NULL;
+}
+
+/* Ends the periodic writer, if any. Called with `lock` held; returns with it held. */
+static void end_writer(void)
+{
+    if (!writer_running)
+        return;
+    writer_quit = true;
+    pthread_cond_broadcast(&wake);
+    pthread_mutex_unlock(&lock);
+    pthread_join(writer, NULL);
+    pthread_mutex_lock(&lock);
+    writer_running = false;
+}
+
+int memprof_attach_start(const char *config)
+{
+    struct attach_config c;
+    int rc = parse_config(config, &c);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&lock);
+    memprof_config ec;
+    memprof_config_init(&ec);
+    if (c.rate)
+        ec.sampling_rate = c.rate;
+    rc = memprof_init_config(&ec);
+    if (rc == -EALREADY) /* an earlier attach, the preload plugin, or the program itself */
+        rc = 0;
+    if (!rc)
+        rc = memprof_start();
+    if (!rc) {
+        current = c;
+        if (c.interval_s) {
+            /* The writer's condition waits on the monotonic clock. */
+            static bool cond_set;
+            if (!cond_set) {
+                pthread_condattr_t a;
+                pthread_condattr_init(&a);
+                pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+                pthread_cond_destroy(&wake);
+                pthread_cond_init(&wake, &a);
+                pthread_condattr_destroy(&a);
+                cond_set = true;
+            }
+            writer_quit = false;
+            if (pthread_create(&writer, NULL, writer_main, NULL) == 0)
+                writer_running = true;
+            else
+                current.interval_s = 0; /* the final profile is still written by stop */
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+int memprof_attach_stop(const char *config)
+{
+    struct attach_config c;
+    int rc = parse_config(config, &c);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&lock);
+    end_writer();
+    /* The snapshot before the stop: frees go on being tracked after it, and a program that
+     * turns its heap over in milliseconds would otherwise leave nothing live in it. */
+    memprof_snapshot *snap = NULL;
+    rc = memprof_get_snapshot(&snap);
+    if (rc == 0) {
+        int st = memprof_stop();
+        (void)st; /* -EBUSY: not active (stopped already); the profile is still wanted */
+        if (c.has_output) {
+            memcpy(current.output, c.output, sizeof c.output);
+            current.has_output = true;
+        }
+        if (c.has_format)
+            current.format = c.format;
+        rc = write_profile(&current, snap);
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}

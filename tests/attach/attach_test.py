@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""`memprof attach` against real processes (tests/attach/meson.build runs one case per test).
+
+Cases:
+  blocked       a target blocked in read() on a pipe: after attach and stop the read returns
+                the byte written later, with errno and registers as they were
+  threads       a target allocating on three threads: a 2 s profile names its site with a
+                plausible live size (12 MiB allocated live)
+  again         a second attach to the same process works and reuses the loaded library
+  stop          attach --no-wait, then attach --stop from another command writes the profile
+  no-process    a process id that does not exist is refused in one line
+  killed        SIGKILL of the command at moments during the attach leaves the target running
+                and untraced, and a later attach still works
+Exit 77 (skipped) where this process may not ptrace its children.
+"""
+import argparse
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def can_ptrace():
+    if platform.machine() != "x86_64":
+        return False
+    if os.geteuid() == 0:
+        return True
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
+            return f.read().strip() == "0"
+    except OSError:
+        return True
+
+
+def status(pid, key):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return line.split(":", 1)[1].strip()
+    return None
+
+
+class Target:
+    def __init__(self, exe, mode):
+        self.p = subprocess.Popen([exe, mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        line = self.p.stdout.readline()
+        if line != b"ready\n":
+            fail("target did not start: %r" % line)
+        self.pid = self.p.pid
+
+    def check_running(self):
+        if self.p.poll() is not None:
+            fail("target ended with status %s" % self.p.returncode)
+        tracer = status(self.pid, "TracerPid")
+        state = status(self.pid, "State")
+        if tracer != "0":
+            fail("target still traced by %s" % tracer)
+        if state[0] in "tT":
+            fail("target left stopped: %s" % state)
+
+    def end(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait()
+
+
+def attach(args, *opts, check=True):
+    r = subprocess.run([args.memprof, "attach", *opts], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=120)
+    err = r.stderr.decode()
+    if check and r.returncode != 0:
+        fail("memprof attach %s: exit %d\n%s" % (" ".join(opts), r.returncode, err))
+    return r.returncode, err
+
+
+def live_mib(summary):
+    m = re.search(r"Estimated live heap: ([0-9.]+) (KiB|MiB|GiB)", summary)
+    if not m:
+        fail("no live heap in the summary:\n" + summary)
+    return float(m.group(1)) * {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024}[m.group(2)]
+
+
+def case_blocked(args, tmp):
+    t = Target(args.target, "blocked")
+    try:
+        time.sleep(0.2)  # in the read
+        attach(args, "-d", "1", "-o", os.path.join(tmp, "b.pb.gz"), str(t.pid))
+        t.check_running()
+        out, _ = t.p.communicate(b"x", timeout=30)
+        if t.p.returncode != 0 or out != b"ok\n":
+            fail("target after the attach: status %d, %r" % (t.p.returncode, out))
+    finally:
+        t.end()
+
+
+def check_profile(summary):
+    if "attach_alloc_site" not in summary:
+        fail("the summary does not name attach_alloc_site:\n" + summary)
+    live = live_mib(summary)
+    # 12 MiB live; at 64 KiB per sample about 190 samples, so 6-24 MiB is far outside chance.
+    if not 6 <= live <= 24:
+        fail("live heap %.1f MiB, expected about 12 MiB:\n%s" % (live, summary))
+    if "allocations made before the attach are not in the profile" not in summary:
+        fail("the summary does not say that earlier allocations are unknown:\n" + summary)
+
+
+def case_threads(args, tmp):
+    t = Target(args.target, "loop")
+    try:
+        _, err = attach(args, "-d", "2", "-r", "64K", "-o", os.path.join(tmp, "t.pb.gz"),
+                        str(t.pid))
+        check_profile(err)
+        t.check_running()
+    finally:
+        t.end()
+
+
+def case_again(args, tmp):
+    t = Target(args.target, "loop")
+    try:
+        attach(args, "-d", "1", "-r", "64K", "-o", os.path.join(tmp, "a1.pb.gz"), str(t.pid))
+        _, err = attach(args, "-d", "1", "-o", os.path.join(tmp, "a2.pb.gz"), str(t.pid))
+        if "already loaded" not in err:
+            fail("the second attach did not reuse the library:\n" + err)
+        check_profile(err)
+        t.check_running()
+    finally:
+        t.end()
+
+
+def case_stop(args, tmp):
+    t = Target(args.target, "loop")
+    try:
+        out = os.path.join(tmp, "s.pb.gz")
+        attach(args, "--no-wait", "-r", "64K", "-o", out, str(t.pid))
+        time.sleep(1)
+        _, err = attach(args, "--stop", "-o", out, str(t.pid))
+        check_profile(err)
+        t.check_running()
+    finally:
+        t.end()
+
+
+def case_no_process(args, tmp):
+    pid = 4194304 + 1  # above the largest pid_max
+    rc, err = attach(args, "-d", "1", str(pid), check=False)
+    if rc != 1 or err.strip() != "memprof: no process with id %d" % pid:
+        fail("exit %d, %r" % (rc, err))
+
+
+def case_killed(args, tmp):
+    t = Target(args.target, "loop")
+    try:
+        out = os.path.join(tmp, "k.pb.gz")
+        for delay in [0, 0.001, 0.003, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2]:
+            p = subprocess.Popen([args.memprof, "attach", "-r", "64K", "-o", out, str(t.pid)],
+                                 stderr=subprocess.DEVNULL)
+            time.sleep(delay)
+            p.kill()
+            p.wait()
+            time.sleep(0.05)
+            t.check_running()
+            # Sampling may have been started; stop it so the next round starts afresh.
+            attach(args, "--stop", "-o", out, str(t.pid), check=False)
+            t.check_running()
+        _, err = attach(args, "-d", "1", "-o", out, str(t.pid))
+        check_profile(err)
+        t.check_running()
+    finally:
+        t.end()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--memprof", required=True)
+    ap.add_argument("--target", required=True)
+    ap.add_argument("case")
+    args = ap.parse_args()
+    if args.case != "no-process" and not can_ptrace():
+        print("SKIP: this process may not ptrace (not x86_64, or Yama's ptrace_scope)")
+        return SKIP
+    cases = {"blocked": case_blocked, "threads": case_threads, "again": case_again,
+             "stop": case_stop, "no-process": case_no_process, "killed": case_killed}
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chmod(tmp, 0o755)
+        cases[args.case](args, tmp)
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

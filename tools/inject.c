@@ -1,0 +1,715 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Calling dlopen() and then one function of the loaded library inside a running process, on
+ * a thread borrowed with ptrace (PTRACE_SEIZE, PTRACE_INTERRUPT), for `memprof attach`.
+ *
+ * The design is set by one requirement: whatever happens to this process (SIGKILL at any
+ * moment), the target must go on as if nothing had happened. The usual way -- point the
+ * thread at dlopen with a return address that traps, and restore its registers from the
+ * tracer afterwards -- leaves a thread that crashes if the tracer dies in between. So the
+ * borrowed thread runs a small trampoline that does everything itself:
+ *
+ *   1. saves the extended (FP/vector) state with XSAVE into the data block, and the thread's
+ *      errno (which dlopen() and the profiler's start change; a program stopped between a
+ *      failed call and its look at errno must find it as it was);
+ *   2. calls dlopen(path, RTLD_NOW), dlsym(handle, function) and function(arg), storing
+ *      each result in the data block, and puts errno back;
+ *   3. makes a marker system call (getpid with a random cookie in rdi) that the tracer,
+ *      resuming the thread with PTRACE_SYSCALL, recognises: there it reads the results and
+ *      restores every register itself (PTRACE_SETREGSET of NT_X86_XSTATE, then NT_PRSTATUS)
+ *      and detaches, so the normal path never runs step 4;
+ *   4. if no tracer stopped it there (the tracer died), restores the extended state with
+ *      XRSTOR, every general register from the data block, and rip, rsp and rflags at once
+ *      with IRETQ from a frame at the data block's start (above the stack pointer, so a
+ *      signal arriving meanwhile cannot overwrite it).
+ *
+ * The trampoline's code lives in a page of its own mapped in the target (one page, read and
+ * execute, found again by its contents and reused by later calls); it holds no per-call data,
+ * so two commands injecting into one process cannot disturb each other's calls. Mapping it
+ * takes one system call made by single-stepping a `syscall` instruction found in the target's
+ * libc with the mmap arguments in the registers: the only window (one instruction, the first
+ * time only) in which the tracer's death would leave the thread with foreign registers. The
+ * per-call data block (cookie, function addresses, strings, saved registers, XSAVE area) is
+ * written on the thread's own stack below the red zone, where the ABI lets anyone write.
+ *
+ * A thread is borrowed only at a safe point, because dlopen() and the profiler allocate and
+ * take the loader's lock: a thread stopped inside libc's allocator may hold an arena lock, and
+ * one inside the dynamic loader its lock, and the call would wait for itself. So the stop must
+ * be in the program's own code, or in a blocking system call made from libc other than the
+ * memory-management ones malloc makes under its lock (mmap, munmap, mremap, mprotect, brk,
+ * madvise); otherwise the thread is resumed and stopped again a little later, and after a
+ * while the next thread is tried.
+ *
+ * System calls: a thread stopped in a blocking call (read on a pipe) has orig_rax = the
+ * call's number and rax = -ERESTARTSYS (or -ERESTARTNOINTR, -ERESTARTNOHAND,
+ * -ERESTART_RESTARTBLOCK); the kernel would restart it on the way out of the stop, and it does
+ * so only on the signal path it takes there. The trampoline runs with orig_rax = -1 so
+ * nothing is restarted in its middle, and both ways back (the tracer's and the trampoline's)
+ * restart the call by hand as the kernel would with no handler involved: rip moves back over
+ * the two-byte `syscall` instruction and rax becomes the call's number (restart_syscall for
+ * -ERESTART_RESTARTBLOCK, which continues a sleep with its remaining time).
+ *
+ * Signals arriving while the thread is borrowed: those the program handles are delivered as
+ * they arrive (the handler runs on top of the trampoline and returns into it); stop signals
+ * (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU) are held back and sent again once the thread is
+ * released, so the process is not stopped with a thread in the middle of the call.
+ */
+#define _GNU_SOURCE
+#include "inject.h"
+
+#include <cpuid.h>
+#include <dirent.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "target.h"
+
+#if !defined(__x86_64__)
+#error "memprof attach injects x86_64 code"
+#endif
+
+/* The data block, at D on the target's stack (offsets from D). */
+#define D_IRET       0x00   /* rip, cs, rflags, rsp, ss: IRETQ's frame */
+#define D_DLOPEN     0x28   /* in: dlopen's address */
+#define D_DLSYM      0x30   /* in: dlsym's address */
+#define D_HANDLE     0x38   /* out: dlopen's result */
+#define D_FN         0x40   /* out: dlsym's result */
+#define D_RESULT     0x48   /* out: the function's result */
+#define D_COOKIE     0x50   /* in: the marker call's cookie */
+#define D_REGS       0x58   /* in: rax rbx rcx rdx rsi rdi rbp r8 .. r15, restored by step 4 */
+#define D_ERRNOF     0xd0   /* in: __errno_location's address */
+#define D_ERRNOP     0xd8   /* the thread's &errno */
+#define D_ERRNO      0xe0   /* its errno before the calls */
+#define D_NAME       0x100  /* the function's name, 64 bytes */
+#define D_PATH       0x140  /* the library's path, 4096 bytes */
+#define D_ARG        0x1140 /* the argument string, 4096 bytes */
+#define D_XSAVE      0x2140 /* XSAVE area, 64-byte aligned */
+#define NAME_MAX_LEN 64
+#define STR_MAX_LEN  4096
+
+#define CODE_MAGIC_LEN 16
+#define CODE_PAGE      4096
+
+/* Time limits: looking for a safe point, and the call itself (dlopen and the function). */
+#define SAFE_POINT_TRIES_PER_THREAD 400
+#define SAFE_POINT_PAUSE_US         500
+#define CALL_TIMEOUT_S              60
+
+/* The trampoline (steps 1 to 4 above): its bytes are copied into the target, never run
+ * here. It starts with a 16-byte magic by which a later call recognises the page; entry is
+ * right after it, with rbx = rsp = D. */
+__asm__(".pushsection .rodata.memprof_inject,\"a\"\n"
+        ".balign 16\n"
+        ".globl memprof_inject_code_begin\n"
+        ".hidden memprof_inject_code_begin\n"
+        "memprof_inject_code_begin:\n"
+        ".ascii \"memprof-inject-1\"\n"
+        "movl $-1, %eax\n"
+        "movl $-1, %edx\n"
+        "xsave64 0x2140(%rbx)\n"
+        "call *0xd0(%rbx)\n" /* __errno_location */
+        "movq %rax, 0xd8(%rbx)\n"
+        "movl (%rax), %ecx\n"
+        "movl %ecx, 0xe0(%rbx)\n"
+        "leaq 0x140(%rbx), %rdi\n"
+        "movl $2, %esi\n" /* RTLD_NOW */
+        "call *0x28(%rbx)\n"
+        "movq %rax, 0x38(%rbx)\n"
+        "testq %rax, %rax\n"
+        "jz 1f\n"
+        "movq %rax, %rdi\n"
+        "leaq 0x100(%rbx), %rsi\n"
+        "call *0x30(%rbx)\n"
+        "movq %rax, 0x40(%rbx)\n"
+        "testq %rax, %rax\n"
+        "jz 1f\n"
+        "leaq 0x1140(%rbx), %rdi\n"
+        "call *%rax\n"
+        "movq %rax, 0x48(%rbx)\n"
+        "1:\n"
+        "movq 0xd8(%rbx), %rax\n"
+        "movl 0xe0(%rbx), %ecx\n"
+        "movl %ecx, (%rax)\n"
+        "movl $39, %eax\n" /* getpid: the marker */
+        "movq 0x50(%rbx), %rdi\n"
+        "movq %rbx, %rsi\n"
+        "syscall\n"
+        "movl $-1, %eax\n"
+        "movl $-1, %edx\n"
+        "xrstor64 0x2140(%rbx)\n"
+        "movq %rbx, %rsp\n"
+        "movq 0x58(%rbx), %rax\n"
+        "movq 0x68(%rbx), %rcx\n"
+        "movq 0x70(%rbx), %rdx\n"
+        "movq 0x78(%rbx), %rsi\n"
+        "movq 0x80(%rbx), %rdi\n"
+        "movq 0x88(%rbx), %rbp\n"
+        "movq 0x90(%rbx), %r8\n"
+        "movq 0x98(%rbx), %r9\n"
+        "movq 0xa0(%rbx), %r10\n"
+        "movq 0xa8(%rbx), %r11\n"
+        "movq 0xb0(%rbx), %r12\n"
+        "movq 0xb8(%rbx), %r13\n"
+        "movq 0xc0(%rbx), %r14\n"
+        "movq 0xc8(%rbx), %r15\n"
+        "movq 0x60(%rbx), %rbx\n"
+        "iretq\n"
+        ".globl memprof_inject_code_end\n"
+        ".hidden memprof_inject_code_end\n"
+        "memprof_inject_code_end:\n"
+        ".popsection\n");
+extern const unsigned char memprof_inject_code_begin[], memprof_inject_code_end[];
+
+/* One injection's state. */
+struct inj {
+    pid_t pid, tid;
+    int mem; /* /proc/PID/mem, read and write */
+    const char *function;
+    char *err;
+    size_t errsize;
+    struct target_map *maps;
+    ssize_t nmaps;
+    uintptr_t dlopen_addr, dlsym_addr, errno_addr, gadget;
+    struct user_regs_struct saved; /* the thread's registers at the stop */
+    unsigned char *xstate;         /* its extended state (NT_X86_XSTATE or NT_PRFPREG) */
+    size_t xstate_len;
+    int xstate_type;
+    int held_signals[8]; /* stop signals held back during the call */
+    unsigned nheld;
+};
+
+static void fail(struct inj *in, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(struct inj *in, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(in->err, in->errsize, fmt, ap);
+    va_end(ap);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int get_regs(pid_t tid, struct user_regs_struct *r)
+{
+    struct iovec iov = {r, sizeof *r};
+    return ptrace(PTRACE_GETREGSET, tid, (void *)NT_PRSTATUS, &iov) == 0 ? 0 : -1;
+}
+
+static int set_regs(pid_t tid, const struct user_regs_struct *r)
+{
+    struct iovec iov = {(void *)r, sizeof *r};
+    return ptrace(PTRACE_SETREGSET, tid, (void *)NT_PRSTATUS, &iov) == 0 ? 0 : -1;
+}
+
+/* Saves the thread's extended state: the XSAVE layout where the kernel offers it, else the
+ * FXSAVE one (NT_PRFPREG). */
+static int save_xstate(struct inj *in)
+{
+    static const int types[] = {NT_X86_XSTATE, NT_PRFPREG};
+    size_t cap = 1 << 16;
+    in->xstate = malloc(cap);
+    if (!in->xstate)
+        return -1;
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        struct iovec iov = {in->xstate, cap};
+        if (ptrace(PTRACE_GETREGSET, in->tid, (void *)(long)types[i], &iov) == 0) {
+            in->xstate_len = iov.iov_len;
+            in->xstate_type = types[i];
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int restore_xstate(const struct inj *in)
+{
+    struct iovec iov = {in->xstate, in->xstate_len};
+    return ptrace(PTRACE_SETREGSET, in->tid, (void *)(long)in->xstate_type, &iov) == 0 ? 0 : -1;
+}
+
+static bool is_stop_signal(int sig)
+{
+    return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+/* Waits for the next stop of the thread; false (message set) if it exited or the wait was
+ * interrupted by the call's time limit. */
+static bool wait_stop(struct inj *in, int *status)
+{
+    for (;;) {
+        pid_t r = waitpid(in->tid, status, __WALL);
+        if (r == in->tid) {
+            if (WIFSTOPPED(*status))
+                return true;
+            fail(in, "the process ended while memprof was attaching");
+            return false;
+        }
+        if (r < 0 && errno == EINTR) {
+            fail(in, "the call in the target did not return within %d s", CALL_TIMEOUT_S);
+            return false;
+        }
+        if (r < 0) {
+            fail(in, "waiting for thread %d: %s", (int)in->tid, strerror(errno));
+            return false;
+        }
+    }
+}
+
+/* Stops the thread with PTRACE_INTERRUPT and waits for that stop, letting signals that
+ * arrive first through. Returns 1 when stopped, 0 if a group stop came instead (the
+ * process is being stopped by someone), -1 on error. */
+static int interrupt(struct inj *in)
+{
+    if (ptrace(PTRACE_INTERRUPT, in->tid, 0, 0) < 0) {
+        fail(in, "cannot interrupt thread %d: %s", (int)in->tid, strerror(errno));
+        return -1;
+    }
+    for (;;) {
+        int status;
+        if (!wait_stop(in, &status))
+            return -1;
+        int sig = WSTOPSIG(status);
+        if (status >> 16 == PTRACE_EVENT_STOP)
+            return sig == SIGTRAP ? 1 : 0;
+        if (status >> 16 == 0 && sig != (SIGTRAP | 0x80)) {
+            /* A signal on its way to the program: let it go and keep waiting. */
+            if (ptrace(PTRACE_CONT, in->tid, 0, (void *)(long)sig) < 0)
+                return -1;
+            continue;
+        }
+        if (ptrace(PTRACE_CONT, in->tid, 0, 0) < 0)
+            return -1;
+    }
+}
+
+/* The system calls glibc's malloc makes while it may hold an arena's lock. */
+static bool allocator_syscall(long nr)
+{
+    return nr == SYS_mmap || nr == SYS_munmap || nr == SYS_mremap || nr == SYS_mprotect ||
+           nr == SYS_brk || nr == SYS_madvise;
+}
+
+static bool name_starts(const struct target_map *m, const char *prefix)
+{
+    const char *b = strrchr(m->path, '/');
+    return b && !strncmp(b + 1, prefix, strlen(prefix));
+}
+
+/* Whether the stopped thread may be borrowed (see the top of the file); `room` is the stack
+ * the call needs below the stack pointer. */
+static bool safe_point(const struct inj *in, const struct user_regs_struct *r, size_t room)
+{
+    const struct target_map *code = memprof_target_map_at(in->maps, (size_t)in->nmaps, r->rip);
+    const struct target_map *stack = memprof_target_map_at(in->maps, (size_t)in->nmaps, r->rsp);
+    if (!code || !stack)
+        return false; /* code mapped since the maps were read, or a strange stack */
+    if (strcmp(stack->path, "[stack]") && r->rsp - stack->start < room)
+        return false;
+    if (name_starts(code, "ld-linux") || name_starts(code, "ld-2.") ||
+        name_starts(code, "libmemprof"))
+        return false;
+    if (name_starts(code, "libc.so") || name_starts(code, "libc-2.") ||
+        name_starts(code, "libpthread")) {
+        long nr = (long)r->orig_rax;
+        return nr >= 0 && !allocator_syscall(nr);
+    }
+    return true;
+}
+
+/* The thread's registers as it must resume: a system call stopped half-way is restarted the
+ * way the kernel restarts one when no handler runs. */
+static struct user_regs_struct resume_regs(const struct user_regs_struct *saved, bool *restarted)
+{
+    struct user_regs_struct r = *saved;
+    long nr = (long)saved->orig_rax, ret = (long)saved->rax;
+    *restarted = false;
+    if (nr >= 0 && (ret == -512 || ret == -513 || ret == -514 || ret == -516)) {
+        r.rip -= 2; /* back over `syscall` (0f 05) */
+        r.rax = ret == -516 ? (unsigned long long)SYS_restart_syscall : (unsigned long long)nr;
+        *restarted = true;
+    }
+    r.orig_rax = (unsigned long long)-1;
+    return r;
+}
+
+static bool mem_read(const struct inj *in, uintptr_t addr, void *buf, size_t len)
+{
+    return pread(in->mem, buf, len, (off_t)addr) == (ssize_t)len;
+}
+
+static bool mem_write(const struct inj *in, uintptr_t addr, const void *buf, size_t len)
+{
+    return pwrite(in->mem, buf, len, (off_t)addr) == (ssize_t)len;
+}
+
+/* Finds a `syscall` instruction in libc's code to single-step the mmap through. */
+static bool find_gadget(struct inj *in, const char *libc_path)
+{
+    unsigned char buf[65536];
+    for (ssize_t i = 0; i < in->nmaps; i++) {
+        const struct target_map *m = &in->maps[i];
+        if (strcmp(m->path, libc_path) || m->perms[2] != 'x')
+            continue;
+        for (uintptr_t a = m->start; a < m->end; a += sizeof buf - 1) {
+            size_t len = m->end - a < sizeof buf ? m->end - a : sizeof buf;
+            if (!mem_read(in, a, buf, len))
+                break;
+            for (size_t k = 0; k + 1 < len; k++)
+                if (buf[k] == 0x0f && buf[k + 1] == 0x05) {
+                    in->gadget = a + k;
+                    return true;
+                }
+        }
+    }
+    fail(in, "no system call instruction found in the target's libc");
+    return false;
+}
+
+/* A code page left by an earlier call, recognised by its exact contents. */
+static uintptr_t find_code_page(const struct inj *in)
+{
+    size_t len = (size_t)(memprof_inject_code_end - memprof_inject_code_begin);
+    unsigned char buf[CODE_PAGE];
+    for (ssize_t i = 0; i < in->nmaps; i++) {
+        const struct target_map *m = &in->maps[i];
+        if (m->path[0] || m->inode || strcmp(m->perms, "r-xp") || m->end - m->start != CODE_PAGE)
+            continue;
+        if (mem_read(in, m->start, buf, len) && !memcmp(buf, memprof_inject_code_begin, len))
+            return m->start;
+    }
+    return 0;
+}
+
+/* Maps the code page by single-stepping mmap at the gadget, and fills it (writes through
+ * /proc/PID/mem reach a read-only private page). Returns its address or 0. */
+static uintptr_t map_code_page(struct inj *in)
+{
+    struct user_regs_struct r = in->saved;
+    r.rax = SYS_mmap;
+    r.rdi = 0;
+    r.rsi = CODE_PAGE;
+    r.rdx = PROT_READ | PROT_EXEC;
+    r.r10 = MAP_PRIVATE | MAP_ANONYMOUS;
+    r.r8 = (unsigned long long)-1;
+    r.r9 = 0;
+    r.rip = in->gadget;
+    r.orig_rax = (unsigned long long)-1;
+    if (set_regs(in->tid, &r) < 0)
+        return 0;
+    for (;;) {
+        if (ptrace(PTRACE_SINGLESTEP, in->tid, 0, 0) < 0)
+            return 0;
+        int status;
+        if (!wait_stop(in, &status))
+            return 0;
+        int sig = WSTOPSIG(status);
+        if (status >> 16 == 0 && sig == SIGTRAP)
+            break;
+        /* A signal arrived before the step: hold it back, it goes after the call. */
+        if (status >> 16 == 0 && sig != (SIGTRAP | 0x80) && in->nheld < 8)
+            in->held_signals[in->nheld++] = sig;
+    }
+    if (get_regs(in->tid, &r) < 0 || set_regs(in->tid, &in->saved) < 0)
+        return 0;
+    if (r.rax > (unsigned long long)-4096) {
+        fail(in, "mmap in the target failed: %s", strerror((int)-(long)r.rax));
+        return 0;
+    }
+    size_t len = (size_t)(memprof_inject_code_end - memprof_inject_code_begin);
+    if (!mem_write(in, r.rax, memprof_inject_code_begin, len)) {
+        fail(in, "cannot write the target's memory: %s", strerror(errno));
+        return 0;
+    }
+    return (uintptr_t)r.rax;
+}
+
+/* Size of the XSAVE area for the features the kernel enabled (CPUID leaf 0xd). */
+static size_t xsave_size(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(0xd, 0, &a, &b, &c, &d) || b < 576)
+        return 4096;
+    return (b + 63) & ~63u;
+}
+
+/* Seizes thread tid and stops it at a safe point. Returns 1 when stopped there, 0 if none
+ * was found (the thread is released), -1 on error (the thread released). */
+static int borrow(struct inj *in, size_t room, unsigned *attempts)
+{
+    if (ptrace(PTRACE_SEIZE, in->tid, 0, (void *)(long)PTRACE_O_TRACESYSGOOD) < 0) {
+        if (errno == ESRCH)
+            return 0;
+        fail(in, "PTRACE_SEIZE of thread %d: %s", (int)in->tid, strerror(errno));
+        return -1;
+    }
+    for (unsigned i = 0; i < SAFE_POINT_TRIES_PER_THREAD; i++) {
+        int st = interrupt(in);
+        if (st < 0)
+            return -1;
+        if (st == 0) {
+            ptrace(PTRACE_DETACH, in->tid, 0, 0);
+            fail(in, "the process was stopped (SIGSTOP) while memprof was attaching");
+            return -1;
+        }
+        ++*attempts;
+        if (get_regs(in->tid, &in->saved) < 0) {
+            fail(in, "cannot read thread %d's registers: %s", (int)in->tid, strerror(errno));
+            ptrace(PTRACE_DETACH, in->tid, 0, 0);
+            return -1;
+        }
+        if (safe_point(in, &in->saved, room))
+            return 1;
+        ptrace(PTRACE_CONT, in->tid, 0, 0);
+        /* Varied pauses, so a program with a period does not meet us in the same place. */
+        usleep(SAFE_POINT_PAUSE_US / 2 + (unsigned)(now_ns() % SAFE_POINT_PAUSE_US));
+    }
+    if (interrupt(in) == 1)
+        ptrace(PTRACE_DETACH, in->tid, 0, 0);
+    return 0;
+}
+
+/* Runs the trampoline and takes the thread back at the marker. */
+static int run_call(struct inj *in, uintptr_t code, uintptr_t d, uint64_t cookie,
+                    struct inject_result *res)
+{
+    bool restarted;
+    struct user_regs_struct back = resume_regs(&in->saved, &restarted);
+    res->in_syscall = restarted;
+    struct user_regs_struct t = in->saved;
+    t.rip = code + CODE_MAGIC_LEN;
+    t.rsp = d;
+    t.rbx = d;
+    t.orig_rax = (unsigned long long)-1;
+    t.eflags &= ~(0x400ull | 0x100ull); /* DF clear, as the ABI requires at a call; no TF */
+    if (set_regs(in->tid, &t) < 0 || ptrace(PTRACE_SYSCALL, in->tid, 0, 0) < 0) {
+        fail(in, "cannot start the call in thread %d: %s", (int)in->tid, strerror(errno));
+        return -1;
+    }
+    bool marker = false;
+    uint64_t out[3]; /* handle, function, result */
+    for (;;) {
+        int status;
+        if (!wait_stop(in, &status))
+            return -1;
+        int sig = WSTOPSIG(status), event = status >> 16;
+        long resume_sig = 0;
+        if (sig == (SIGTRAP | 0x80)) {
+            struct user_regs_struct r;
+            if (get_regs(in->tid, &r) < 0)
+                return -1;
+            if (marker) { /* the marker's exit: the thread is ours to give back */
+                if (restore_xstate(in) < 0 || set_regs(in->tid, &back) < 0) {
+                    fail(in, "cannot restore thread %d's registers: %s", (int)in->tid,
+                         strerror(errno));
+                    return -1;
+                }
+                break;
+            }
+            if (r.orig_rax == SYS_getpid && r.rdi == cookie && r.rsi == d) {
+                if (!mem_read(in, d + D_HANDLE, out, sizeof out)) {
+                    fail(in, "cannot read the target's memory: %s", strerror(errno));
+                    return -1;
+                }
+                marker = true;
+            }
+        } else if (event == 0 && !is_stop_signal(sig)) {
+            resume_sig = sig; /* delivered now, to the program's handler */
+        } else if (event == 0 && in->nheld < 8) {
+            in->held_signals[in->nheld++] = sig;
+        }
+        if (ptrace(PTRACE_SYSCALL, in->tid, 0, (void *)resume_sig) < 0) {
+            fail(in, "cannot resume thread %d: %s", (int)in->tid, strerror(errno));
+            return -1;
+        }
+    }
+    if (!out[0]) {
+        fail(in, "dlopen() in the target failed (the library or one it needs cannot be loaded "
+                 "there)");
+        return -1;
+    }
+    if (!out[1]) {
+        fail(in, "the library loaded in the target has no function %s", in->function);
+        return -1;
+    }
+    res->value = (long)(int)out[2];
+    return 0;
+}
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+}
+
+int memprof_inject_call(pid_t pid, const char *library, const char *function, const char *arg,
+                        struct inject_result *res, char *err, size_t errsize)
+{
+    struct inj in = {.pid = pid, .mem = -1, .function = function, .err = err, .errsize = errsize};
+    memset(res, 0, sizeof *res);
+    err[0] = 0;
+    if (strlen(library) >= STR_MAX_LEN || strlen(arg) >= STR_MAX_LEN ||
+        strlen(function) >= NAME_MAX_LEN) {
+        fail(&in, "path or argument too long");
+        return -1;
+    }
+    int rc = -1;
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
+    sigaddset(&block, SIGQUIT);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    struct sigaction sa = {.sa_handler = on_alarm}, old_sa;
+    sigaction(SIGALRM, &sa, &old_sa); /* no SA_RESTART: the alarm interrupts waitpid */
+
+    char name[64];
+    snprintf(name, sizeof name, "/proc/%d/mem", (int)pid);
+    in.mem = open(name, O_RDWR | O_CLOEXEC);
+    in.nmaps = memprof_target_maps(pid, &in.maps);
+    if (in.mem < 0 || in.nmaps < 0) {
+        fail(&in, "cannot read process %d's memory: %s", (int)pid, strerror(errno));
+        goto out;
+    }
+    uintptr_t libc_base;
+    const struct target_map *libc =
+        memprof_target_object(in.maps, (size_t)in.nmaps, "libc.so.6", &libc_base);
+    if (!libc) {
+        fail(&in, "process %d has no glibc (libc.so.6) mapped", (int)pid);
+        goto out;
+    }
+    char libc_path[PATH_MAX];
+    snprintf(libc_path, sizeof libc_path, "%s", libc->path);
+    in.dlopen_addr = memprof_target_symbol(pid, libc_path, libc_base, "dlopen");
+    in.dlsym_addr = memprof_target_symbol(pid, libc_path, libc_base, "dlsym");
+    in.errno_addr = memprof_target_symbol(pid, libc_path, libc_base, "__errno_location");
+    if (!in.dlopen_addr || !in.dlsym_addr || !in.errno_addr) {
+        fail(&in, "no dlopen in the target's libc %s (glibc 2.34 or later is needed)", libc_path);
+        goto out;
+    }
+    uintptr_t code = find_code_page(&in);
+    if (!code && !find_gadget(&in, libc_path))
+        goto out;
+
+    size_t xs = xsave_size();
+    size_t dsize = D_XSAVE + xs;
+    size_t room = 128 + 64 + dsize + (64 << 10); /* red zone, block, and the call's stack */
+
+    /* The main thread first: most programs' other threads are helpers or pools. */
+    pid_t tids[256];
+    size_t ntids = 0;
+    tids[ntids++] = pid;
+    snprintf(name, sizeof name, "/proc/%d/task", (int)pid);
+    DIR *dir = opendir(name);
+    for (struct dirent *e; dir && (e = readdir(dir)) && ntids < 256;) {
+        pid_t t = (pid_t)atoi(e->d_name);
+        if (t > 0 && t != pid)
+            tids[ntids++] = t;
+    }
+    if (dir)
+        closedir(dir);
+
+    int got = 0;
+    for (size_t i = 0; i < ntids && got == 0; i++) {
+        in.tid = tids[i];
+        got = borrow(&in, room, &res->attempts);
+    }
+    if (got <= 0) {
+        if (got == 0)
+            fail(&in,
+                 "no thread of process %d reached a point where it could be borrowed "
+                 "(outside the allocator and the dynamic loader) after %u tries",
+                 (int)pid, res->attempts);
+        goto out;
+    }
+    uint64_t t0 = now_ns();
+    res->tid = in.tid;
+    if (save_xstate(&in) < 0) {
+        fail(&in, "cannot read thread %d's FP/vector registers: %s", (int)in.tid, strerror(errno));
+        goto release;
+    }
+    if (!code && !(code = map_code_page(&in)))
+        goto release;
+
+    /* The data block, below the red zone, 64-byte aligned (XSAVE needs it). */
+    uintptr_t d = (uintptr_t)(in.saved.rsp - 128 - 64 - dsize) & ~(uintptr_t)63;
+    unsigned char *blk = calloc(1, dsize);
+    if (!blk) {
+        fail(&in, "out of memory");
+        goto release;
+    }
+    bool restarted;
+    struct user_regs_struct back = resume_regs(&in.saved, &restarted);
+    uint64_t iret[5] = {back.rip, back.cs, back.eflags, back.rsp, back.ss};
+    memcpy(blk + D_IRET, iret, sizeof iret);
+    uint64_t addrs[2] = {in.dlopen_addr, in.dlsym_addr};
+    memcpy(blk + D_DLOPEN, addrs, sizeof addrs);
+    uint64_t cookie;
+    if (getrandom(&cookie, sizeof cookie, 0) != sizeof cookie)
+        cookie = now_ns() ^ ((uint64_t)getpid() << 32);
+    memcpy(blk + D_COOKIE, &cookie, sizeof cookie);
+    uint64_t gpr[15] = {back.rax, back.rbx, back.rcx, back.rdx, back.rsi,
+                        back.rdi, back.rbp, back.r8,  back.r9,  back.r10,
+                        back.r11, back.r12, back.r13, back.r14, back.r15};
+    memcpy(blk + D_REGS, gpr, sizeof gpr);
+    memcpy(blk + D_ERRNOF, &in.errno_addr, sizeof in.errno_addr);
+    strcpy((char *)blk + D_NAME, function);
+    strcpy((char *)blk + D_PATH, library);
+    strcpy((char *)blk + D_ARG, arg);
+    bool written = mem_write(&in, d, blk, dsize);
+    free(blk);
+    if (!written) {
+        fail(&in, "cannot write the target's stack: %s", strerror(errno));
+        goto release;
+    }
+    alarm(CALL_TIMEOUT_S);
+    int call = run_call(&in, code, d, cookie, res);
+    alarm(0);
+    if (call < 0) {
+        /* The thread runs the trampoline, which finishes and restores itself on its own. */
+        int st = 0;
+        if (ptrace(PTRACE_INTERRUPT, in.tid, 0, 0) == 0 && waitpid(in.tid, &st, __WALL) > 0 &&
+            WIFSTOPPED(st))
+            ptrace(PTRACE_DETACH, in.tid, 0,
+                   (void *)(long)(st >> 16 == 0 && WSTOPSIG(st) != (SIGTRAP | 0x80) ? WSTOPSIG(st)
+                                                                                    : 0));
+        goto out;
+    }
+    ptrace(PTRACE_DETACH, in.tid, 0, 0);
+    res->away_ns = now_ns() - t0;
+    rc = 0;
+    goto out;
+release:
+    set_regs(in.tid, &in.saved);
+    ptrace(PTRACE_DETACH, in.tid, 0, 0);
+out:
+    for (unsigned i = 0; i < in.nheld; i++)
+        kill(pid, in.held_signals[i]);
+    if (in.mem >= 0)
+        close(in.mem);
+    free(in.maps);
+    free(in.xstate);
+    sigaction(SIGALRM, &old_sa, NULL);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reading another process for `memprof attach` (target.c): its memory mappings, fields of
+ * its /proc status, and the address of an exported symbol of one of its shared objects, read
+ * from the object's file as the target sees it (through /proc/PID/root, so a target in
+ * another mount namespace is read from its own files).
+ */
+#ifndef MEMPROF_TOOLS_TARGET_H
+#define MEMPROF_TOOLS_TARGET_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* One line of /proc/PID/maps. */
+struct target_map {
+    uintptr_t start, end;
+    char perms[5];
+    uint64_t offset;
+    uint64_t inode;
+    char path[PATH_MAX]; /* empty for anonymous mappings */
+};
+
+/* The mappings of pid, in address order (malloc'ed; free() them). Returns the count, or -1
+ * with errno set. */
+ssize_t memprof_target_maps(pid_t pid, struct target_map **out);
+
+/* The first object the loader mapped (one with code) whose file name (after the last '/')
+ * starts with `prefix`, e.g. "libc.so.6". Sets *base to its load address (the start of its
+ * mapping at file offset 0). Returns NULL if none is mapped. */
+const struct target_map *memprof_target_object(const struct target_map *m, size_t n,
+                                               const char *prefix, uintptr_t *base);
+
+/* The mapping that contains addr, or NULL. */
+const struct target_map *memprof_target_map_at(const struct target_map *m, size_t n,
+                                               uintptr_t addr);
+
+/* The address of the defined dynamic symbol `name` of the object at `path` (as the target
+ * sees it) loaded at `base`; the default version when there are several. Returns 0 if the
+ * file cannot be read or the symbol is not there. */
+uintptr_t memprof_target_symbol(pid_t pid, const char *path, uintptr_t base, const char *name);
+
+/* The value of `key` ("TracerPid", "State", "Uid") in /proc/PID/status, leading blanks
+ * skipped. Returns false if the process or the key does not exist. */
+bool memprof_target_status(pid_t pid, const char *key, char *value, size_t size);
+
+#endif
