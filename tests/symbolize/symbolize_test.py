@@ -76,9 +76,9 @@ def pprof(tmp, args, path):
     return r.stdout
 
 
-def leaf_address(tmp, path):
-    """The mapping and location address of the leaf of the sample with the most inuse_space,
-    from pprof's -raw listing."""
+def top_locations(tmp, path):
+    """The locations of the sample with the most inuse_space, leaf first, as (address,
+    mapping), from pprof's -raw listing; and the listing."""
     raw = pprof(tmp, ["-symbolize=none", "-raw"], path)
     maps, locs, best = {}, {}, None
     section = None
@@ -97,7 +97,7 @@ def leaf_address(tmp, path):
                 ids = [int(v) for v in m.group(2).split()]
                 v = values[types.index("inuse_space/bytes")]
                 if best is None or v > best[0]:
-                    best = (v, ids[0])
+                    best = (v, ids)
         elif section == "Locations":
             m = re.match(r"\s+(\d+): (0x[0-9a-f]+) M=(\d+)", line)
             if m:
@@ -109,8 +109,33 @@ def leaf_address(tmp, path):
                     m.group(5),)
     if best is None:
         fail("no sample in go tool pprof -raw", raw)
-    addr, mid = locs[best[1]]
-    return addr, maps[mid], raw
+    return [(locs[i][0], maps.get(locs[i][1])) for i in best[1]], raw
+
+
+def leaf_address(tmp, path):
+    """The mapping and location address of the leaf of the sample with the most inuse_space."""
+    top, raw = top_locations(tmp, path)
+    return top[0][0], top[0][1], raw
+
+
+def addr2line_frames(elf, tmp, path):
+    """The frames binutils' addr2line gives, inlined ones included, for the program's own
+    locations of the largest sample, each mapped as pprof maps it: standalone pprof's way
+    of naming a profile."""
+    frames = []
+    top, _ = top_locations(tmp, path)
+    for addr, mapping in top:
+        if not mapping or os.path.realpath(mapping[3]) != os.path.realpath(elf):
+            continue
+        r = subprocess.run(["addr2line", "-f", "-i", "-e", elf,
+                            hex(file_address(elf, addr, mapping))],
+                           capture_output=True, text=True)
+        lines = r.stdout.split()
+        for fn, where in zip(lines[0::2], lines[1::2]):
+            m = re.match(r"(.*):(\d+)", where)
+            frames.append((fn, os.path.basename(m.group(1)) if m else "",
+                           int(m.group(2)) if m else 0))
+    return frames
 
 
 def file_address(elf, addr, mapping):
@@ -161,7 +186,16 @@ def case_pprof_local(memprof, plugin, progs):
                     not lines[1].endswith("sym_prog.c:%d" % big):
                 fail("%s: addr2line of %#x (from %#x) says %s" % (prog, vaddr, addr, lines),
                      listing)
-            print("%s: pprof and addr2line name big_block at line %d" % (prog, big))
+            # Every frame of the program in that stack, through the mappings, is the one the
+            # process itself names.
+            named = os.path.join(tmp, "named-" + os.path.basename(prog) + ".pb.gz")
+            profile(plugin, prog, named, {})
+            want = own_frames(site_with_leaf(sites(memprof, named)[0], "big_block"))
+            got = own_frames(addr2line_frames(prog, tmp, raw))
+            if want != got:
+                fail("%s: addr2line through the mappings %s, in process %s" % (prog, got, want))
+            print("%s: pprof and addr2line name big_block at line %d, and its callers" %
+                  (prog, big))
     return 0
 
 
