@@ -79,8 +79,15 @@ def pprof(tmp, args, path):
 def top_locations(tmp, path):
     """The locations of the sample with the most inuse_space, leaf first, as (address,
     mapping), from pprof's -raw listing; and the listing."""
+    samples, raw = all_samples(tmp, path)
+    best = max(samples, key=lambda x: x[0])
+    return best[1], raw
+
+
+def all_samples(tmp, path):
+    """Every sample as (inuse_space, [(address, mapping), ...] leaf first), and the listing."""
     raw = pprof(tmp, ["-symbolize=none", "-raw"], path)
-    maps, locs, best = {}, {}, None
+    maps, locs, samples = {}, {}, []
     section = None
     types = []
     for line in raw.splitlines():
@@ -95,9 +102,7 @@ def top_locations(tmp, path):
             if m:
                 values = [int(v) for v in m.group(1).split()]
                 ids = [int(v) for v in m.group(2).split()]
-                v = values[types.index("inuse_space/bytes")]
-                if best is None or v > best[0]:
-                    best = (v, ids)
+                samples.append((values[types.index("inuse_space/bytes")], ids))
         elif section == "Locations":
             m = re.match(r"\s+(\d+): (0x[0-9a-f]+) M=(\d+)", line)
             if m:
@@ -107,9 +112,9 @@ def top_locations(tmp, path):
             if m:
                 maps[int(m.group(1))] = tuple(int(m.group(i), 16) for i in (2, 3, 4)) + (
                     m.group(5),)
-    if best is None:
+    if not samples:
         fail("no sample in go tool pprof -raw", raw)
-    return [(locs[i][0], maps.get(locs[i][1])) for i in best[1]], raw
+    return [(v, [(locs[i][0], maps.get(locs[i][1])) for i in ids]) for v, ids in samples], raw
 
 
 def leaf_address(tmp, path):
@@ -118,13 +123,16 @@ def leaf_address(tmp, path):
     return top[0][0], top[0][1], raw
 
 
-def addr2line_frames(elf, tmp, path):
-    """The frames binutils' addr2line gives, inlined ones included, for the program's own
-    locations of the largest sample, each mapped as pprof maps it: standalone pprof's way
-    of naming a profile."""
+def addr2line_stacks(elf, tmp, path):
+    """For every sample, the frames binutils' addr2line gives, inlined ones included, for
+    the program's own locations, each mapped as pprof maps it: standalone pprof's way of
+    naming a profile."""
+    return [addr2line_frames(elf, locations) for _, locations in all_samples(tmp, path)[0]]
+
+
+def addr2line_frames(elf, locations):
     frames = []
-    top, _ = top_locations(tmp, path)
-    for addr, mapping in top:
+    for addr, mapping in locations:
         if not mapping or os.path.realpath(mapping[3]) != os.path.realpath(elf):
             continue
         r = subprocess.run(["addr2line", "-f", "-i", "-e", elf,
@@ -190,11 +198,15 @@ def case_pprof_local(memprof, plugin, progs):
             # process itself names.
             named = os.path.join(tmp, "named-" + os.path.basename(prog) + ".pb.gz")
             profile(plugin, prog, named, {})
-            want = own_frames(site_with_leaf(sites(memprof, named)[0], "big_block"))
-            got = own_frames(addr2line_frames(prog, tmp, raw))
-            if want != got:
-                fail("%s: addr2line through the mappings %s, in process %s" % (prog, got, want))
-            print("%s: pprof and addr2line name big_block at line %d, and its callers" %
+            stacks = addr2line_stacks(prog, tmp, raw)
+            in_process = sites(memprof, named)[0]
+            for leaf in ("big_block", "small_helper"):
+                want = own_frames(site_with_leaf(in_process, leaf) or [])
+                got = own_frames(site_with_leaf(stacks, leaf) or [])
+                if not want or want != got:
+                    fail("%s: %s: addr2line through the mappings %s, in process %s" %
+                         (prog, leaf, got, want))
+            print("%s: pprof names big_block at line %d; addr2line both stacks as the process" %
                   (prog, big))
     return 0
 
