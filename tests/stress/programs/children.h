@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The child-process harness of the hardening programs that fork or run themselves again
- * (fork_busy.c, fork_dumps.c, handler_exit.c, descriptors.c, signals.c): running this
- * program again with one of its descriptors on a pipe and reading what arrives, and reaping
- * a set of children that must all end, with a deadline after which those left count as
- * hung and are killed. The deadline is no timing assertion: a child of these programs that
- * has not ended after tens of seconds is stuck (waiting for a lock nobody will release), not
- * slow, and the run reports how many were.
+ * (fork_busy.c, fork_dumps.c, handler_exit.c, handler_loader.c, descriptors.c, signals.c):
+ * running this program again with one of its descriptors on a pipe and reading what
+ * arrives, and reaping a set of children that must all end, with a deadline after which
+ * those left count as hung and are killed. The deadline is no timing assertion: a child of these
+ * programs that has not ended after tens of seconds is stuck (waiting for a lock nobody will
+ * release), not slow, and the run reports how many were.
  */
 #ifndef MEMPROF_TESTS_CHILDREN_H
 #define MEMPROF_TESTS_CHILDREN_H

@@ -15,15 +15,11 @@
  * backtrace() ROUNDS times (default 100,000). Every child must end with status 0; one that
  * has not ended 30 s after it started has hung (the run then fails). Nothing else is timed.
  */
-#include "prog.h"
+#include "children.h"
 
 #include <execinfo.h>
 #include <link.h>
-#include <signal.h>
 #include <sys/time.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #define CHILDREN 4
 #define HANG_S   30
@@ -70,11 +66,11 @@ static int child(long rounds)
     return 0;
 }
 
-static double now_s(void)
+static void keep_status(int index, pid_t pid, int status, void *ctx)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+    (void)index;
+    (void)pid;
+    *(int *)ctx = status;
 }
 
 int main(int argc, char **argv)
@@ -97,18 +93,10 @@ int main(int argc, char **argv)
             execl(argv[0], argv[0], argv[1], arg, "child", (char *)NULL);
             _exit(127);
         }
+        pid_t pids[1] = {pid};
         int status = 0;
-        pid_t r = 0;
-        double start = now_s();
-        while ((r = waitpid(pid, &status, WNOHANG)) == 0 && now_s() - start < HANG_S) {
-            struct timespec tick = {0, 1000 * 1000};
-            nanosleep(&tick, NULL);
-        }
-        if (r == 0) {
-            kill(pid, SIGKILL);
-            waitpid(pid, NULL, 0);
-        }
-        CHECK(r == pid,
+        int hung = children_reap(pids, 1, HANG_S, keep_status, &status);
+        CHECK(hung == 0,
               "child %d hung: a SIGALRM handler that allocates deadlocked while the "
               "child was inside dl_iterate_phdr(), dladdr() or backtrace()",
               c);
