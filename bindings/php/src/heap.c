@@ -136,22 +136,25 @@ static void forget(const void *p)
 static MPPHP_TLS uint64_t countdown;
 static MPPHP_TLS bool idle = true;
 
-/* The countdown ran out within a request of `size` bytes (size >= countdown): sample it if a
- * sample point falls within it, and draw the next countdown. Named for what it is because it
- * is the innermost native frame of every sample of the Zend heap, which the text and HTML
- * outputs show as the site's label. */
-__attribute__((noinline, cold)) static void emalloc_sampled(void *p, size_t size)
+/* The countdown ran out within a request of `size` bytes (size >= countdown) and `p` is the
+ * block: samples it if a sample point falls within it, and draws the next countdown. Named
+ * for what it is because it is the innermost native frame of every sample of the Zend heap,
+ * which the text and HTML outputs show as the site's label. Out of line, so that the hot
+ * handlers are a test and a tail call. */
+__attribute__((noinline, cold)) static void *emalloc_sampled(void *p, size_t size)
 {
+    if (!p)
+        return p;
     if (idle) {
         uint64_t c = memprof_sample_interval();
         if (c == 0) {
             countdown = IDLE_POLL;
-            return;
+            return p;
         }
         idle = false;
         if (c > size) {
             countdown = c - size;
-            return;
+            return p;
         }
     }
     uint64_t id = (uint64_t)(uintptr_t)p;
@@ -160,14 +163,6 @@ __attribute__((noinline, cold)) static void emalloc_sampled(void *p, size_t size
     uint64_t c = memprof_sample_interval();
     idle = c == 0;
     countdown = c ? c : IDLE_POLL;
-}
-
-static inline void *charge(void *p, size_t size)
-{
-    if (EXPECTED(size < countdown))
-        countdown -= size;
-    else if (p)
-        emalloc_sampled(p, size);
     return p;
 }
 
@@ -177,18 +172,32 @@ void mpphp_heap_rearm(void)
     countdown = 0;
 }
 
-/* ---- the handlers ------------------------------------------------------------------------ */
+/* ---- the handlers ------------------------------------------------------------------------
+ * The usual case of each is a compare and a tail call into the Zend MM; the rest is out of
+ * line (cold), so that the compiler saves no registers for it. */
 
 static void *hook_malloc(size_t size)
 {
-    return charge(_zend_mm_alloc(hooked, size ZEND_FILE_LINE_CC ZEND_FILE_LINE_EMPTY_CC), size);
+    if (EXPECTED(size < countdown)) {
+        countdown -= size;
+        return _zend_mm_alloc(hooked, size ZEND_FILE_LINE_CC ZEND_FILE_LINE_EMPTY_CC);
+    }
+    return emalloc_sampled(_zend_mm_alloc(hooked, size ZEND_FILE_LINE_CC ZEND_FILE_LINE_EMPTY_CC),
+                           size);
+}
+
+__attribute__((noinline, cold)) static void free_sampled(void *p)
+{
+    forget(p);
+    _zend_mm_free(hooked, p ZEND_FILE_LINE_CC ZEND_FILE_LINE_EMPTY_CC);
 }
 
 static void hook_free(void *p)
 {
     if (UNEXPECTED(maybe_sampled(p)))
-        forget(p);
-    _zend_mm_free(hooked, p ZEND_FILE_LINE_CC ZEND_FILE_LINE_EMPTY_CC);
+        free_sampled(p);
+    else
+        _zend_mm_free(hooked, p ZEND_FILE_LINE_CC ZEND_FILE_LINE_EMPTY_CC);
 }
 
 static void *hook_realloc(void *p, size_t size)
@@ -197,8 +206,12 @@ static void *hook_realloc(void *p, size_t size)
      * stays in place): the library treats realloc the same way. */
     if (p && UNEXPECTED(maybe_sampled(p)))
         forget(p);
-    return charge(_zend_mm_realloc(hooked, p, size ZEND_FILE_LINE_CC ZEND_FILE_LINE_EMPTY_CC),
-                  size);
+    void *q = _zend_mm_realloc(hooked, p, size ZEND_FILE_LINE_CC ZEND_FILE_LINE_EMPTY_CC);
+    if (EXPECTED(size < countdown)) {
+        countdown -= size;
+        return q;
+    }
+    return emalloc_sampled(q, size);
 }
 
 bool mpphp_heap_hook(void)
