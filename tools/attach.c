@@ -426,6 +426,8 @@ static int stop_only(const struct attach_options *o, const char *comm, const cha
                           strerror((int)-res.value));
         return CLI_EXIT_FAILURE;
     }
+    memprof_cli_error("stopped sampling in %s (pid %d): thread %d borrowed for %.2f ms", comm,
+                      (int)o->pid, (int)res.tid, (double)res.away_ns / 1e6);
     if (o->output)
         print_summary(o->pid, comm, out, o->format ? o->format : memprof_cli_format_by_path(out),
                       0);
@@ -530,6 +532,8 @@ static int attach(const struct attach_options *o)
                                                : "");
         return CLI_EXIT_FAILURE;
     }
+    memprof_cli_error("stopped sampling in %s (pid %d): thread %d borrowed for %.2f ms", comm,
+                      (int)o->pid, (int)res.tid, (double)res.away_ns / 1e6);
     print_summary(o->pid, comm, out, format,
                   (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
     return CLI_EXIT_OK;

@@ -664,9 +664,9 @@ MEMPROF_API int memprof_attach_start(const char *config);
 /**
  * @brief **memprof_attach_stop()** stops sampling and writes the profile.
  *
- * Stops the periodic writer of memprof_attach_start(), stops sampling (the engine stays
- * initialised: a later memprof_attach_start() samples again, its profile holding what is
- * still live from before) and writes a snapshot to the configured output. Writing
+ * Stops the periodic writer of memprof_attach_start(), takes a snapshot, stops sampling (the
+ * engine stays initialised: a later memprof_attach_start() samples again, its profile holding
+ * what is still live from before) and writes the snapshot to the configured output. Writing
  * symbolizes the stacks, which takes from milliseconds to a second or so, on the calling
  * thread.
  *
