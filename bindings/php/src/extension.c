@@ -180,7 +180,8 @@ static PHP_MINIT_FUNCTION(memprof)
     const char *env = getenv("MEMPROF_PHP");
     from_env = env && strcmp(env, "1") == 0;
     if (from_env) {
-        int rc = memprof_init(env_rate() ? env_rate() : (uint64_t)ini_rate);
+        uint64_t rate = env_rate();
+        int rc = memprof_init(rate ? rate : (uint64_t)ini_rate);
         if ((rc < 0 && rc != -EALREADY) || ((rc = mpphp_frames_register()) < 0) ||
             ((rc = memprof_start()) < 0 && rc != -EALREADY)) {
             if (!quiet())

@@ -173,9 +173,9 @@ static uint32_t frame_id(const zend_execute_data *ex)
         if (ZEND_CALL_INFO(ex) & ZEND_CALL_TOP)
             flags = MEMPROF_RUNTIME_FRAME_ENTRY;
     }
-    if (!fn) {
+    if (!fn) { /* user code outside any function: a file's top level or eval()'d code */
         const char *what = ex->prev_execute_data == NULL ? "{main}" : "{include}";
-        if (ZEND_USER_CODE(f->type) && f->op_array.type == ZEND_EVAL_CODE)
+        if (f->op_array.type == ZEND_EVAL_CODE)
             what = "{eval}";
         len = snprintf(name, sizeof name, "%s", what);
     } else if (f->common.scope) {
@@ -200,7 +200,9 @@ static unsigned capture(void *ctx, uint64_t *ids, unsigned max)
     unsigned n = 0;
     for (const zend_execute_data *ex = EG(current_execute_data); ex && n < max;
          ex = ex->prev_execute_data) {
-        if (!ex->func)
+        /* No function, or an internal one without a name: the executor's dummy frames (a
+         * fiber's bottom frame, for one), which name nothing a user wrote. */
+        if (!ex->func || (!ZEND_USER_CODE(ex->func->type) && !ex->func->common.function_name))
             continue;
         uint32_t id = frame_id(ex);
         if (!id)
