@@ -24,6 +24,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -330,6 +331,65 @@ static bool alive(pid_t pid)
     return memprof_target_status(pid, "State", v, sizeof v) && v[0] != 'Z' && v[0] != 'X';
 }
 
+/* Whether a thread of pid is named `name`. */
+static bool has_thread_named(pid_t pid, const char *name)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    bool found = false;
+    for (struct dirent *e; d && !found && (e = readdir(d));) {
+        char comm_path[300], comm[32] = "";
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(comm_path, sizeof comm_path, "/proc/%d/task/%s/comm", (int)pid, e->d_name);
+        FILE *f = fopen(comm_path, "re");
+        if (f) {
+            if (fgets(comm, sizeof comm, f))
+                comm[strcspn(comm, "\n")] = 0;
+            fclose(f);
+        }
+        found = !strcmp(comm, name);
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+/* Stops sampling and has the process write its profile on a thread of its own (symbolizing
+ * takes seconds in a large program, which the borrowed thread must not spend), waits for
+ * that thread, and fetches the result: memprof_attach_stop("background=1" + cfg), then
+ * memprof__attach_result(). Returns false (message printed) when a call cannot be made; else
+ * *rc is the write's result. */
+static bool stop_and_write(pid_t pid, const char *comm, const char *library, const char *cfg,
+                           struct inject_result *res, long *rc)
+{
+    char full[2 * PATH_MAX + 32];
+    snprintf(full, sizeof full, "background=1\n%s", cfg);
+    if (!call(pid, comm, library, "memprof_attach_stop", full, res))
+        return false;
+    *rc = res->value;
+    if (*rc != 0)
+        return true;
+    for (;;) {
+        for (unsigned i = 0; has_thread_named(pid, "memprof-write"); i++) {
+            if (!alive(pid)) {
+                memprof_cli_error("process %d (%s) ended while writing its profile", (int)pid,
+                                  comm);
+                return false;
+            }
+            usleep(20 * 1000);
+        }
+        struct inject_result r;
+        if (!call(pid, comm, library, "memprof__attach_result", "", &r))
+            return false;
+        *rc = r.value;
+        if (*rc != -EINPROGRESS)
+            return true;
+        usleep(50 * 1000); /* the writer had not named itself yet */
+    }
+}
+
 /* Waits for the duration (0: none), a signal to stop, or the process's end. Returns false if
  * the process ended. */
 static bool wait_for_stop(pid_t pid, unsigned long duration_s)
@@ -415,8 +475,10 @@ static int stop_only(const struct attach_options *o, const char *comm, const cha
     if (o->format_s)
         add_entry(cfg, sizeof cfg, "format", o->format_s, false);
     struct inject_result res;
-    if (!call(o->pid, comm, library, "memprof_attach_stop", cfg, &res))
+    long rc;
+    if (!stop_and_write(o->pid, comm, library, cfg, &res, &rc))
         return CLI_EXIT_FAILURE;
+    res.value = rc;
     if (res.value == -ENOTCONN) {
         memprof_cli_error("memprof is not attached to process %d (%s)", (int)o->pid, comm);
         return CLI_EXIT_FAILURE;
@@ -501,11 +563,15 @@ static int attach(const struct attach_options *o)
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    char rate[32];
-    uint64_t r = o->rate_s ? memprof_cli_parse_rate(o->rate_s) : MEMPROF_DEFAULT_SAMPLING_RATE;
-    memprof__export_bytes(r, rate, sizeof rate);
-    memprof_cli_error("attached to %s (pid %d)%s: sampling every %s on average (thread %d "
-                      "borrowed for %.2f ms%s)",
+    /* A library loaded before keeps the rate its first start set (the summary states it). */
+    char rate[64] = "at the rate of the first attach";
+    if (!loaded) {
+        char bytes[32];
+        uint64_t r = o->rate_s ? memprof_cli_parse_rate(o->rate_s) : MEMPROF_DEFAULT_SAMPLING_RATE;
+        snprintf(rate, sizeof rate, "every %s on average",
+                 memprof__export_bytes(r, bytes, sizeof bytes));
+    }
+    memprof_cli_error("attached to %s (pid %d)%s: sampling %s (thread %d borrowed for %.2f ms%s)",
                       comm, (int)o->pid, loaded ? ", its libmemprof already loaded" : "", rate,
                       (int)res.tid, (double)res.away_ns / 1e6,
                       res.in_syscall ? ", its system call restarted" : "");
@@ -522,8 +588,10 @@ static int attach(const struct attach_options *o)
         return CLI_EXIT_FAILURE;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    if (!call(o->pid, comm, library, "memprof_attach_stop", "", &res))
+    long written;
+    if (!stop_and_write(o->pid, comm, library, "", &res, &written))
         return CLI_EXIT_FAILURE;
+    res.value = written;
     if (res.value != 0) {
         memprof_cli_error("process %d (%s) could not write %s: %s%s", (int)o->pid, comm, out,
                           strerror((int)-res.value),

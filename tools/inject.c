@@ -57,7 +57,6 @@
 #define _GNU_SOURCE
 #include "inject.h"
 
-#include <cpuid.h>
 #include <dirent.h>
 #include <elf.h>
 #include <errno.h>
@@ -80,9 +79,8 @@
 
 #include "target.h"
 
-#if !defined(__x86_64__)
-#error "memprof attach injects x86_64 code"
-#endif
+#if defined(__x86_64__)
+#include <cpuid.h>
 
 /* The data block, at D on the target's stack (offsets from D). */
 #define D_IRET       0x00   /* rip, cs, rflags, rsp, ss: IRETQ's frame */
@@ -713,3 +711,16 @@ out:
     sigprocmask(SIG_SETMASK, &old, NULL);
     return rc;
 }
+
+#else /* not x86_64: the trampoline and the registers above are x86_64's */
+
+int memprof_inject_call(pid_t pid, const char *library, const char *function, const char *arg,
+                        struct inject_result *res, char *err, size_t errsize)
+{
+    (void)pid, (void)library, (void)function, (void)arg;
+    memset(res, 0, sizeof *res);
+    snprintf(err, errsize, "memprof attach supports x86_64 only");
+    return -1;
+}
+
+#endif

@@ -671,7 +671,9 @@ MEMPROF_API int memprof_attach_start(const char *config);
  * thread.
  *
  * @param config `output` and `format` override those given to memprof_attach_start(); NULL
- *        or "" keeps them.
+ *        or "" keeps them. `background=1` writes the profile on a thread of the library's
+ *        instead, and returns once the snapshot is taken and sampling stopped (what `memprof
+ *        attach` does, so as not to keep the thread it borrows for the write).
  * @return 0; `-EINVAL` for an invalid configuration; `-ENOTCONN` if the engine was never
  *         initialised; a negative errno of memprof_snapshot_write(). If sampling was not
  *         active (already stopped), the profile is still written.

@@ -6,8 +6,10 @@
  * thread must come back quickly, so start only initialises and starts the engine (the GOT
  * backend, or the preload plugin's when the process has it) and, with an interval, leaves
  * the periodic profiles to a thread of its own; stop writes the profile on the calling thread
- * because the command waits for it. The configuration is text so that an injected call needs
- * nothing but a string in the target's memory: no struct layout to agree on.
+ * because the command waits for it, or with `background=1` on a thread of its own (the
+ * command's way: symbolizing a large program takes seconds) whose result
+ * memprof__attach_result() gives afterwards. The configuration is text so that an injected call
+ * needs nothing but a string in the target's memory: no struct layout to agree on.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -22,7 +24,13 @@
 #include <unistd.h>
 
 #include "api/values.h"
+#include "common/compiler.h"
 #include "memprof/memprof.h"
+
+/* The result of the last stop's profile: 0, a negative errno, or -EINPROGRESS while its
+ * background write runs. An internal entry point (MEMPROF_PRIVATE) that `memprof attach`
+ * calls in the process after the writer thread ("memprof-write") has ended. */
+MEMPROF_INTERNAL int memprof__attach_result(const char *unused);
 
 #define ATTACH_DEFAULT_OUTPUT "memprof.%p.pb.gz"
 #define ATTACH_MAX_INTERVAL   86400
@@ -33,6 +41,7 @@ struct attach_config {
     memprof_format format;
     char output[PATH_MAX]; /* template, %p not yet expanded */
     bool has_output, has_format;
+    bool background; /* stop: write on a thread of its own (memprof attach's stop) */
 };
 
 static const struct {
@@ -50,6 +59,10 @@ static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static struct attach_config current; /* what the last start asked for */
 static bool writer_running, writer_quit;
 static pthread_t writer;
+/* The background write of a stop: its snapshot, and its result once done (-EINPROGRESS
+ * while it runs); read by memprof__attach_result(). */
+static memprof_snapshot *final_snap;
+static int final_result;
 
 /* Parses one "key=value" of `len` bytes into c. */
 static int parse_entry(const char *s, size_t len, struct attach_config *c)
@@ -79,6 +92,10 @@ static int parse_entry(const char *s, size_t len, struct attach_config *c)
             return -EINVAL;
         c->format = formats[i].format;
         c->has_format = true;
+    } else if (klen == 10 && !memcmp(s, "background", 10)) {
+        if (strcmp(value, "1") && strcmp(value, "0"))
+            return -EINVAL;
+        c->background = value[0] == '1';
     } else if (klen == 8 && !memcmp(s, "interval", 8)) {
         char *end;
         errno = 0;
@@ -160,6 +177,27 @@ static void end_writer(void)
     writer_running = false;
 }
 
+/* The background write of memprof_attach_stop(): symbolizing a large program takes seconds,
+ * which a borrowed thread must not spend. Named, so the command can see it end. */
+static void *final_writer(void *arg)
+{
+    (void)arg;
+    pthread_setname_np(pthread_self(), "memprof-write");
+    pthread_mutex_lock(&lock);
+    final_result = write_profile(&current, final_snap);
+    pthread_mutex_unlock(&lock);
+    return NULL;
+}
+
+int memprof__attach_result(const char *unused)
+{
+    (void)unused;
+    pthread_mutex_lock(&lock);
+    int rc = final_result;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
 int memprof_attach_start(const char *config)
 {
     struct attach_config c;
@@ -222,7 +260,15 @@ int memprof_attach_stop(const char *config)
         }
         if (c.has_format)
             current.format = c.format;
-        rc = write_profile(&current, snap);
+        pthread_t t;
+        final_snap = snap;
+        final_result = -EINPROGRESS;
+        if (c.background && pthread_create(&t, NULL, final_writer, NULL) == 0) {
+            pthread_detach(t);
+            rc = 0;
+        } else {
+            rc = final_result = write_profile(&current, snap);
+        }
     }
     pthread_mutex_unlock(&lock);
     return rc;
