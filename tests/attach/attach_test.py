@@ -12,10 +12,15 @@ Cases:
   no-process    a process id that does not exist is refused in one line
   killed        SIGKILL of the command at moments during the attach leaves the target running
                 and untraced, and a later attach still works
+  traced        a process another tracer holds is refused, naming the tracer
+  static        a statically linked process is refused as such
+  other-user    as another user (root only: setpriv), a root process is refused as such
 Exit 77 (skipped) where this process may not ptrace its children.
 """
 import argparse
+import ctypes
 import os
+import shutil
 import platform
 import re
 import signal
@@ -182,17 +187,70 @@ def case_killed(args, tmp):
         t.end()
 
 
+def refused(args, pid, expect):
+    rc, err = attach(args, "-d", "1", str(pid), check=False)
+    if rc != 1 or len(err.strip().splitlines()) != 1 or expect not in err:
+        fail("expected one line with %r and exit 1, got exit %d: %r" % (expect, rc, err))
+    return err
+
+
+def case_traced(args, tmp):
+    t = Target(args.target, "loop")
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        PTRACE_SEIZE, PTRACE_DETACH, PTRACE_INTERRUPT = 0x4206, 17, 0x4207
+        if libc.ptrace(PTRACE_SEIZE, t.pid, None, None) != 0:
+            fail("PTRACE_SEIZE: errno %d" % ctypes.get_errno())
+        err = refused(args, t.pid, "is already traced by process %d" % os.getpid())
+        if "detach it first" not in err:
+            fail("no advice: " + err)
+        libc.ptrace(PTRACE_INTERRUPT, t.pid, None, None)
+        os.waitpid(t.pid, os.WUNTRACED | 0x40000000)  # __WALL
+        libc.ptrace(PTRACE_DETACH, t.pid, None, None)
+    finally:
+        t.end()
+
+
+def case_static(args, tmp):
+    p = subprocess.Popen([args.static_target], stdout=subprocess.PIPE)
+    try:
+        if p.stdout.readline() != b"ready\n":
+            fail("static target did not start")
+        refused(args, p.pid, "is statically linked")
+    finally:
+        p.kill()
+        p.wait()
+
+
+def case_other_user(args, tmp):
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        print("SKIP: needs root and setpriv")
+        sys.exit(SKIP)
+    t = Target(args.target, "loop")
+    try:
+        r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            args.memprof, "attach", "-d", "1", str(t.pid)],
+                           stderr=subprocess.PIPE, timeout=60)
+        err = r.stderr.decode()
+        if r.returncode != 1 or "belongs to another user (uid 0)" not in err:
+            fail("exit %d: %r" % (r.returncode, err))
+    finally:
+        t.end()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--memprof", required=True)
     ap.add_argument("--target", required=True)
+    ap.add_argument("--static-target")
     ap.add_argument("case")
     args = ap.parse_args()
-    if args.case != "no-process" and not can_ptrace():
+    if args.case not in ("no-process", "static") and not can_ptrace():
         print("SKIP: this process may not ptrace (not x86_64, or Yama's ptrace_scope)")
         return SKIP
     cases = {"blocked": case_blocked, "threads": case_threads, "again": case_again,
-             "stop": case_stop, "no-process": case_no_process, "killed": case_killed}
+             "stop": case_stop, "no-process": case_no_process, "killed": case_killed,
+             "traced": case_traced, "static": case_static, "other-user": case_other_user}
     with tempfile.TemporaryDirectory() as tmp:
         os.chmod(tmp, 0o755)
         cases[args.case](args, tmp)
