@@ -155,6 +155,8 @@ const char *memprof__program_name(void)
     /* A descriptor's name says nothing of the program: argv[0] does. */
     if (!file || !*file || !strncmp(file, "/proc/", 6) || !strncmp(file, "/dev/fd/", 8))
         file = program_invocation_name;
+    if (!file)
+        return ""; /* memprof__expand_program() makes that "program" */
     const char *slash = strrchr(file, '/');
     return slash ? slash + 1 : file;
 }
