@@ -177,10 +177,11 @@ static const char *main_program_name(const struct run_options *o)
 struct paths {
     char tmpl[PATH_MAX], tmpl_abs[PATH_MAX];
     const char *final;
-    char tmpdir[PATH_MAX]; /* empty: none */
-    pid_t main_pid;        /* the program's, once started */
-    const char *prog;      /* what %e becomes in its file names (main_program_name()) */
-    bool copied;           /* its file was copied into `final`: remove it */
+    char tmpdir[PATH_MAX];    /* empty: none */
+    pid_t main_pid;           /* the program's, once started */
+    const char *prog;         /* what %e becomes in its file names (main_program_name()) */
+    char main_file[PATH_MAX]; /* its profile, once found (main_file()) */
+    bool copied;              /* its file was copied into `final`: remove it */
 };
 
 /* Where the extension of a file name starts: ".pb.gz", else the last dot of the base name
@@ -393,6 +394,33 @@ static bool written_by_run(const char *path, pid_t pid, const struct tmpl_parts 
      * files; time stamps only catch a stale file from a reused pid. */
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_mtim.tv_sec >= start->tv_sec - 2;
+}
+
+/* The main program's file: what the template names for its pid, except that %e is the name
+ * of the program that wrote it, which is not the one started when that one exec()ed another
+ * (env, nice, a wrapper script's exec): then the listing has it under its pid (the newest of
+ * this run's, should an earlier program of the pid have left one too). */
+static bool main_file(const struct paths *ps, pid_t pid, const struct pfiles *before,
+                      const struct pfiles *after, char *out, size_t size)
+{
+    if (!expand(ps->tmpl, ps->prog, pid, out, size))
+        return false;
+    const struct pfile *found = NULL;
+    for (size_t i = 0; i < after->n; i++) {
+        const struct pfile *f = &after->v[i];
+        if (f->pid == (long)pid && !existed_before(before, f) &&
+            (!found || f->mtim.tv_sec > found->mtim.tv_sec ||
+             (f->mtim.tv_sec == found->mtim.tv_sec && f->mtim.tv_nsec > found->mtim.tv_nsec)))
+            found = f;
+    }
+    if (found) {
+        const char *slash = strrchr(out, '/');
+        size_t keep = slash ? (size_t)(slash + 1 - out) : 0;
+        if (keep + strlen(found->name) >= size)
+            return false;
+        strcpy(out + keep, found->name);
+    }
+    return true;
 }
 
 /* Names the profiles the other processes of this run (children) wrote, one line each with
@@ -676,12 +704,12 @@ static int outcome(const struct run_options *o, struct paths *ps, pid_t pid, int
                    const struct tmpl_parts *tp, const struct pfiles *before,
                    const struct timespec *start)
 {
-    char written[PATH_MAX];
+    char *written = ps->main_file;
     const char *profile = NULL, *read_from = NULL;
     struct pfiles after;
     scan(tp, &after);
     symbolize_written(o, tp, before, &after);
-    if (expand(ps->tmpl, ps->prog, pid, written, sizeof written) &&
+    if (main_file(ps, pid, before, &after, written, sizeof ps->main_file) &&
         written_by_run(written, pid, tp, before, &after, start)) {
         profile = read_from = written;
         if (!tp->ok && deferred_symbolization(o)) { /* not in a listing: only this one */
@@ -767,11 +795,10 @@ static bool make_tmpdir(struct paths *ps)
  * that still holds a profile is kept (the messages named it). */
 static void remove_tmpdir(const struct paths *ps)
 {
-    char written[PATH_MAX];
     if (!ps->tmpdir[0])
         return;
-    if (ps->copied && expand(ps->tmpl, ps->prog, ps->main_pid, written, sizeof written))
-        unlink(written);
+    if (ps->copied)
+        unlink(ps->main_file);
     rmdir(ps->tmpdir);
 }
 
@@ -793,6 +820,7 @@ static int run(const struct run_options *o)
     ps.main_pid = 0;
     ps.prog = main_program_name(o);
     ps.copied = false;
+    ps.main_file[0] = 0;
     if (o->output && !strstr(o->output, "%p") && memprof__output_in_place(o->output) &&
         !make_tmpdir(&ps))
         return CLI_EXIT_CANNOT;

@@ -657,6 +657,19 @@ def t_run_program_names(tmp):
           "the summary does not name python3's profile")
     check(re.search(r"^  cli-prog \(pid %d\): memprof\.cli-prog\.%d\.pb\.gz$" % (child, child),
                     p.err, re.M), "the summary does not list the child with its program")
+    # A program that execs another (env, nice, a wrapper's exec): the file of the pid is
+    # named after the program that wrote it, and it is still found as the program's.
+    for f in files:
+        os.unlink(os.path.join(tmp, f))
+    p = memprof("run", "-r", "16K", "--", "env", ARGS.prog, "alloc", "400", "1000", cwd=tmp)
+    pid = pid_of(p.out)
+    check(p.returncode == 0 and re.search(
+        r"^memprof: profile of env \(pid %d\) written to memprof\.cli-prog\.%d\.pb\.gz$"
+        % (pid, pid), p.err, re.M), "env exec'ing cli-prog: the profile was not found")
+    p = memprof("run", "-q", "-o", "e.pb.gz", "--", "env", ARGS.prog, "alloc", "400", "1000",
+                cwd=tmp)
+    check(p.returncode == 0, "exit %d" % p.returncode)
+    profile_ok(os.path.join(tmp, "e.pb.gz"))
 
 
 def t_no_follow(tmp):
