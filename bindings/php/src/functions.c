@@ -326,7 +326,8 @@ static PHP_FUNCTION(memprof_estimate)
     add_assoc_long(return_value, "sampling_rate", (zend_long)e.sampling_rate);
 }
 
-/* clang-format off: one function per line, as PHP's own tables are written */
+/* One function per line, as PHP's own tables are written. */
+/* clang-format off */
 const zend_function_entry mpphp_functions[] = {
     PHP_FE(memprof_enable, arginfo_bool_void)
     PHP_FE(memprof_disable, arginfo_bool_void)

@@ -52,7 +52,7 @@ static MPPHP_TLS size_t set_count;
 
 static inline size_t set_home(uintptr_t p)
 {
-    return (size_t)(((uint64_t)(p >> 3) * 0x9e3779b97f4a7c15ull) >> 40) & set_mask;
+    return (size_t)(((uint64_t)(p >> 3) * 0x9e3779b97f4a7c15ull) >> 32) & set_mask;
 }
 
 static bool set_grow(void)
