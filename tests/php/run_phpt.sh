@@ -12,7 +12,9 @@ dir=$workdir/$name
 rm -rf "$dir" && mkdir -p "$dir" || exit 1
 cp "$test" "$dir/" || exit 1
 [ -f "$run_tests" ] || { echo "skipped: $run_tests not found (apt-get install php8.2-dev)"; exit 77; }
-out=$("$php" "$run_tests" -q --no-color -p "$php" -d "extension=$ext" --show-diff \
+# -n: no php.ini, so an installed php-memprof (or anything else in conf.d) cannot load a
+# second copy of the extension or change what the tests see.
+out=$("$php" "$run_tests" -q --no-color -n -p "$php" -d "extension=$ext" --show-diff \
       "$dir/$name.phpt" 2>&1)
 if echo "$out" | grep -Eq '^Tests passed +: +1 '; then
   echo "$out" | grep '^PASS'
