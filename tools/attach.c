@@ -12,7 +12,7 @@
  * linked or non-glibc program.
  *
  * Which library: if the process has libmemprof.so.1 mapped already (the preload plugin of
- * `memprof run` with MEMPROF_START=0, or an earlier attach), that very file, by the path the
+ * preloaded with MEMPROF_START=0, or an earlier attach), that very file, by the path the
  * process sees, so dlopen() returns the loaded library and the process keeps one engine (the
  * plugin's backend is then used instead of the GOT one). Otherwise the library next to this
  * command, found as `memprof run` finds its plugin. The path must name the same file in the

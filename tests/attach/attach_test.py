@@ -15,6 +15,7 @@ Cases:
   traced        a process another tracer holds is refused, naming the tracer
   static        a statically linked process is refused as such
   other-user    as another user (root only: setpriv), a root process is refused as such
+  plugin        a process preloading the plugin with MEMPROF_START=0 is started through it
 Exit 77 (skipped) where this process may not ptrace its children.
 """
 import argparse
@@ -58,8 +59,9 @@ def status(pid, key):
 
 
 class Target:
-    def __init__(self, exe, mode):
-        self.p = subprocess.Popen([exe, mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    def __init__(self, exe, mode, env=None):
+        self.p = subprocess.Popen([exe, mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  env=env)
         line = self.p.stdout.readline()
         if line != b"ready\n":
             fail("target did not start: %r" % line)
@@ -238,11 +240,30 @@ def case_other_user(args, tmp):
         t.end()
 
 
+def case_plugin(args, tmp):
+    if not args.plugin:
+        print("SKIP: no preload plugin in this build")
+        sys.exit(SKIP)
+    env = dict(os.environ, LD_PRELOAD=args.plugin, MEMPROF_START="0",
+               MEMPROF_OUTPUT=os.path.join(tmp, "exit.pb.gz"))
+    t = Target(args.target, "loop", env)
+    try:
+        _, err = attach(args, "-d", "2", "-r", "64K", "-o", os.path.join(tmp, "p.pb.gz"),
+                        str(t.pid))
+        if "its libmemprof already loaded" not in err:
+            fail("the plugin's library was not used:\n" + err)
+        check_profile(err)
+        t.check_running()
+    finally:
+        t.end()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--memprof", required=True)
     ap.add_argument("--target", required=True)
     ap.add_argument("--static-target")
+    ap.add_argument("--plugin")
     ap.add_argument("case")
     args = ap.parse_args()
     if args.case not in ("no-process", "static") and not can_ptrace():
@@ -250,7 +271,8 @@ def main():
         return SKIP
     cases = {"blocked": case_blocked, "threads": case_threads, "again": case_again,
              "stop": case_stop, "no-process": case_no_process, "killed": case_killed,
-             "traced": case_traced, "static": case_static, "other-user": case_other_user}
+             "traced": case_traced, "static": case_static, "other-user": case_other_user,
+             "plugin": case_plugin}
     with tempfile.TemporaryDirectory() as tmp:
         os.chmod(tmp, 0o755)
         cases[args.case](args, tmp)
