@@ -183,8 +183,12 @@ static int check_target(pid_t pid, const char *comm)
     struct target_map *maps;
     ssize_t n = memprof_target_maps(pid, &maps);
     if (n < 0) {
-        memprof_cli_error("cannot read the memory map of process %d (%s): %s", (int)pid, comm,
-                          strerror(errno));
+        int e = errno;
+        memprof_cli_error("cannot read the memory map of process %d (%s): %s%s", (int)pid, comm,
+                          strerror(e),
+                          e == EACCES ? " (a set-user-ID or otherwise non-dumpable process; run "
+                                        "memprof attach as root)"
+                                      : "");
         return CLI_EXIT_FAILURE;
     }
     uintptr_t base;

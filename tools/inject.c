@@ -458,7 +458,11 @@ static int borrow(struct inj *in, size_t room, unsigned *attempts)
     if (ptrace(PTRACE_SEIZE, in->tid, 0, (void *)(long)PTRACE_O_TRACESYSGOOD) < 0) {
         if (errno == ESRCH)
             return 0;
-        fail(in, "PTRACE_SEIZE of thread %d: %s", (int)in->tid, strerror(errno));
+        int e = errno;
+        fail(in, "PTRACE_SEIZE of thread %d: %s%s", (int)in->tid, strerror(e),
+             e == EPERM ? " (a set-user-ID or otherwise non-dumpable process, or a security "
+                          "module's rule; root with CAP_SYS_PTRACE can)"
+                        : "");
         return -1;
     }
     for (unsigned i = 0; i < SAFE_POINT_TRIES_PER_THREAD; i++) {
