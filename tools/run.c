@@ -454,51 +454,8 @@ static void list_children(const struct tmpl_parts *t, pid_t main_pid, const stru
     free(text);
 }
 
-/* Whether a view has any site to show. */
-static bool view_has_sites(const struct memprof_profile *p, enum memprof_view v)
-{
-    for (size_t i = 0; i < p->nstacks; i++) {
-        struct memprof_pvalue val;
-        memprof__pstack_view(&p->stacks[i], v, &val);
-        if (val.bytes)
-            return true;
-    }
-    return false;
-}
-
-/* The exit summary: the heading (live, peak with its time, allocated in all, health), the
- * top sites at the peak when it was above the heap at exit, the top sites live at exit,
- * and the leak suspects when there are any. Most programs free before they exit, so the
- * peak is what answers "what used my memory". */
-static void write_summary(const struct memprof_profile *p, FILE *out)
-{
-    memprof__export_summary(p, out);
-    /* The peak's sites only when it was above the heap at exit (by more than rounding and
-     * the recording margin): else they are the live ones. */
-    if (p->peak_space > p->inuse_space + p->inuse_space / 32 &&
-        view_has_sites(p, MEMPROF_VIEW_PEAK)) {
-        fputc('\n', out);
-        memprof__export_text_sites(p, out, MEMPROF_VIEW_PEAK, SUMMARY_TOP);
-    }
-    fputc('\n', out);
-    char rate[32];
-    if (!view_has_sites(p, MEMPROF_VIEW_ALLOC))
-        fprintf(out,
-                "No allocation was sampled: the program allocated too little for a sample every "
-                "%s on average (-r sets a lower rate).\n",
-                memprof__export_bytes(p->sampling_rate, rate, sizeof rate));
-    else if (p->inuse_space == 0)
-        fprintf(out, "Nothing sampled was live at exit: the program freed what it allocated.\n");
-    else
-        memprof__export_text_sites(p, out, MEMPROF_VIEW_LIVE, SUMMARY_TOP);
-    if (view_has_sites(p, MEMPROF_VIEW_LEAKS)) {
-        fputc('\n', out);
-        memprof__export_text_sites(p, out, MEMPROF_VIEW_LEAKS, SUMMARY_TOP);
-    }
-}
-
-/* The summary of the main program's profile on stderr (write_summary()). The profile is read
- * from `read` (a copy when `path` is a stream or device). */
+/* The summary of the main program's profile on stderr (memprof_cli_write_summary()). The profile is
+ * read from `read` (a copy when `path` is a stream or device). */
 static uint64_t print_summary(const struct run_options *o, pid_t pid, const char *path,
                               const char *read)
 {
@@ -514,7 +471,7 @@ static uint64_t print_summary(const struct run_options *o, pid_t pid, const char
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
     if (mem) {
-        write_summary(p, mem);
+        memprof_cli_write_summary(p, mem, SUMMARY_TOP);
         fclose(mem);
     }
     memprof__profile_free(p);
