@@ -77,8 +77,8 @@ MEMPROF_API unsigned memprof_version(void);
  */
 MEMPROF_API const char *memprof_version_string(void);
 
-/** @brief Default mean number of bytes between samples (512 KiB). */
-#define MEMPROF_DEFAULT_SAMPLING_RATE 524288u
+/* MEMPROF_DEFAULT_SAMPLING_RATE, the default mean number of bytes between samples, is in
+ * <memprof/version.h>: it is generated from the build's option, as the library's own default. */
 
 /** @brief Severity of a message passed to a memprof_log_fn. */
 typedef enum memprof_log_level {

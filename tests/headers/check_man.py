@@ -107,6 +107,7 @@ def check_command_page(page, text, memprof):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--version", required=True)
+    ap.add_argument("--docdir", required=True, help="where the documentation is installed")
     ap.add_argument("--map", required=True, help="src/libmemprof.map")
     ap.add_argument("--memprof", help="the built memprof command")
     ap.add_argument("pages", nargs="+")
@@ -116,6 +117,7 @@ def main():
         return 77
     for page in args.pages:
         text = open(page, encoding="utf-8").read().replace("@VERSION@", args.version)
+        text = text.replace("@DOCDIR@", args.docdir)
         if re.search(r"@[A-Z_]+@", text):
             fail(f"{page}: an unsubstituted @VARIABLE@")
         render_checks(page, text)

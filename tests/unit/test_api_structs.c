@@ -106,6 +106,8 @@ static void test_config_init_fills_the_defaults(void)
     memprof_config_init(&c);
     EXPECT_EQ_U(c.size, sizeof c);
     EXPECT_EQ_U(c.sampling_rate, MEMPROF_DEFAULT_RATE);
+    /* The header's default is the library's, whatever the build configured. */
+    EXPECT_EQ_U(c.sampling_rate, MEMPROF_DEFAULT_SAMPLING_RATE);
     EXPECT_EQ_U(c.heap_map_capacity, MEMPROF_DEFAULT_HEAP_MAP_CAPACITY);
     EXPECT_EQ_U(c.max_stacks, MEMPROF_DEFAULT_MAX_STACKS);
     EXPECT_EQ(c.max_frames, MEMPROF_DEFAULT_FRAMES);
