@@ -495,8 +495,7 @@ static int stop_only(const struct attach_options *o, const char *comm, const cha
     memprof_cli_error("stopped sampling in %s (pid %d): thread %d borrowed for %.2f ms", comm,
                       (int)o->pid, (int)res.tid, (double)res.away_ns / 1e6);
     if (o->output)
-        print_summary(o->pid, comm, out, o->format ? o->format : memprof_cli_format_by_path(out),
-                      0);
+        print_summary(o->pid, comm, out, o->format ? o->format : memprof__format_by_path(out), 0);
     else
         memprof_cli_error("sampling in process %d (%s) stopped; profile written to the path "
                           "given to 'memprof attach'",
@@ -524,11 +523,11 @@ static int attach(const struct attach_options *o)
         snprintf(tmpl, sizeof tmpl, "%s", o->output);
     else
         snprintf(tmpl, sizeof tmpl, "memprof.%s.%%p%s", comm,
-                 memprof_cli_format_extension(format ? format : MEMPROF_FORMAT_PPROF));
+                 memprof__format_extension(format ? format : MEMPROF_FORMAT_PPROF));
     if (!absolute_output(tmpl, o->pid, out))
         return memprof_cli_usage_error("attach", "-o: path too long");
     if (!format)
-        format = memprof_cli_format_by_path(out);
+        format = memprof__format_by_path(out);
     if (!format)
         format = MEMPROF_FORMAT_PPROF;
 
@@ -536,7 +535,7 @@ static int attach(const struct attach_options *o)
     if (o->rate_s)
         add_entry(cfg, sizeof cfg, "rate", o->rate_s, false);
     add_entry(cfg, sizeof cfg, "output", out, true);
-    add_entry(cfg, sizeof cfg, "format", memprof_cli_format_name(format), false);
+    add_entry(cfg, sizeof cfg, "format", memprof__format_name(format), false);
     if (o->interval_s) {
         snprintf(num, sizeof num, "%lu", o->interval_s);
         add_entry(cfg, sizeof cfg, "interval", num, false);
@@ -648,7 +647,7 @@ int memprof_cli_attach(int argc, char **argv)
             o.output = optarg;
             break;
         case 'f':
-            if (!(o.format = memprof_cli_format_by_name(optarg)))
+            if (!(o.format = memprof__format_by_name(optarg)))
                 return memprof_cli_usage_error("attach",
                                                "-f: expected pprof, speedscope, collapsed, text "
                                                "or html, not '%s'",

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "api/values.h"
 #include "export/export.h"
 #include "export/profile.h"
 #include "memprof/memprof.h"
@@ -67,11 +68,7 @@ int memprof_cli_parse_signal(const char *s);
 /* "SIGUSR2", "SIGRTMIN+3", or "signal 99" into buf. */
 const char *memprof_cli_signal_name(int signo, char *buf, size_t size);
 
-/* Format names (pprof, speedscope, collapsed, text, html) and their usual extensions. */
-memprof_format memprof_cli_format_by_name(const char *name); /* AUTO if unknown */
-const char *memprof_cli_format_name(memprof_format f);
-const char *memprof_cli_format_extension(memprof_format f);  /* ".pb.gz", ... */
-memprof_format memprof_cli_format_by_path(const char *path); /* AUTO if not recognised */
+/* Format names and extensions: memprof__format_by_name() & co. (api/values.h). */
 
 /* `--value` names: the units "bytes" and "objects", or pprof's sample types inuse_space,
  * alloc_space, inuse_objects and alloc_objects, which name a view too. Returns 0 with

@@ -110,64 +110,6 @@ const char *memprof_cli_signal_name(int signo, char *buf, size_t size)
     return buf;
 }
 
-static const struct {
-    const char *name;
-    memprof_format format;
-    const char *ext; /* the extension this command writes */
-} formats[] = {
-    {"pprof", MEMPROF_FORMAT_PPROF, ".pb.gz"},
-    {"speedscope", MEMPROF_FORMAT_SPEEDSCOPE, ".json"},
-    {"collapsed", MEMPROF_FORMAT_COLLAPSED, ".folded"},
-    {"text", MEMPROF_FORMAT_TEXT, ".txt"},
-    {"html", MEMPROF_FORMAT_HTML, ".html"},
-};
-
-memprof_format memprof_cli_format_by_name(const char *name)
-{
-    for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
-        if (!strcmp(name, formats[i].name))
-            return formats[i].format;
-    return MEMPROF_FORMAT_AUTO;
-}
-
-const char *memprof_cli_format_name(memprof_format f)
-{
-    for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
-        if (formats[i].format == f)
-            return formats[i].name;
-    return "auto";
-}
-
-const char *memprof_cli_format_extension(memprof_format f)
-{
-    for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
-        if (formats[i].format == f)
-            return formats[i].ext;
-    return "";
-}
-
-static bool has_suffix(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-memprof_format memprof_cli_format_by_path(const char *path)
-{
-    /* The same table as memprof_snapshot_write's, so a name means the same everywhere. */
-    if (has_suffix(path, ".pb.gz") || has_suffix(path, ".pprof"))
-        return MEMPROF_FORMAT_PPROF;
-    if (has_suffix(path, ".json"))
-        return MEMPROF_FORMAT_SPEEDSCOPE;
-    if (has_suffix(path, ".folded") || has_suffix(path, ".collapsed"))
-        return MEMPROF_FORMAT_COLLAPSED;
-    if (has_suffix(path, ".html") || has_suffix(path, ".htm"))
-        return MEMPROF_FORMAT_HTML;
-    if (has_suffix(path, ".txt"))
-        return MEMPROF_FORMAT_TEXT;
-    return MEMPROF_FORMAT_AUTO;
-}
-
 int memprof_cli_parse_value(const char *name, int *view, bool *objects)
 {
     /* pprof's sample-type names, which also name a view, then the bare units. */

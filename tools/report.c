@@ -163,14 +163,14 @@ int memprof_cli_report(int argc, char **argv)
         output = NULL;
 
     if (format_s) {
-        job.format = memprof_cli_format_by_name(format_s);
+        job.format = memprof__format_by_name(format_s);
         if (job.format == MEMPROF_FORMAT_AUTO)
             return memprof_cli_usage_error("report",
                                            "--format '%s': expected pprof, speedscope, "
                                            "collapsed, text or html",
                                            format_s);
     } else {
-        job.format = output ? memprof_cli_format_by_path(output) : MEMPROF_FORMAT_TEXT;
+        job.format = output ? memprof__format_by_path(output) : MEMPROF_FORMAT_TEXT;
         if (job.format == MEMPROF_FORMAT_AUTO)
             job.format = MEMPROF_FORMAT_TEXT;
     }

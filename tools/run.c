@@ -225,7 +225,7 @@ static bool make_paths(const struct run_options *o, struct paths *ps)
             return false;
     } else {
         if (!append(ps->tmpl, &len, "memprof.%e.%p", false) ||
-            !append(ps->tmpl, &len, memprof_cli_format_extension(o->format), false))
+            !append(ps->tmpl, &len, memprof__format_extension(o->format), false))
             return false;
     }
     len = 0;
@@ -607,8 +607,8 @@ static void exec_child(const struct run_options *o, const char *plugin, const st
         snprintf(preload, sizeof preload, "%s", plugin);
     bool ok = set_env("LD_PRELOAD", preload) && set_env("MEMPROF_OUTPUT", ps->tmpl_abs) &&
               set_env("MEMPROF_FORMAT",
-                      memprof_cli_format_name(deferred_symbolization(o) ? MEMPROF_FORMAT_PPROF
-                                                                        : o->format)) &&
+                      memprof__format_name(deferred_symbolization(o) ? MEMPROF_FORMAT_PPROF
+                                                                     : o->format)) &&
               set_env("MEMPROF_START", "1");
     if (ok && o->rate)
         ok = set_env("MEMPROF_RATE", o->rate);
@@ -999,7 +999,7 @@ int memprof_cli_run(int argc, char **argv)
     if (!*o.argv[0])
         return memprof_cli_usage_error("run", "empty program name");
     if (o.format_s) {
-        o.format = memprof_cli_format_by_name(o.format_s);
+        o.format = memprof__format_by_name(o.format_s);
         if (o.format == MEMPROF_FORMAT_AUTO)
             return memprof_cli_usage_error("run",
                                            "--format '%s': expected pprof, speedscope, "
@@ -1007,7 +1007,7 @@ int memprof_cli_run(int argc, char **argv)
                                            o.format_s);
     } else {
         /* From -o's extension; pprof otherwise (the format the summary reads back). */
-        o.format = o.output ? memprof_cli_format_by_path(o.output) : MEMPROF_FORMAT_PPROF;
+        o.format = o.output ? memprof__format_by_path(o.output) : MEMPROF_FORMAT_PPROF;
         if (o.format == MEMPROF_FORMAT_AUTO)
             o.format = MEMPROF_FORMAT_PPROF;
     }

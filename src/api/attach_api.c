@@ -44,15 +44,6 @@ struct attach_config {
     bool background; /* stop: write on a thread of its own (memprof attach's stop) */
 };
 
-static const struct {
-    const char *name;
-    memprof_format format;
-} formats[] = {
-    {"pprof", MEMPROF_FORMAT_PPROF},         {"speedscope", MEMPROF_FORMAT_SPEEDSCOPE},
-    {"collapsed", MEMPROF_FORMAT_COLLAPSED}, {"text", MEMPROF_FORMAT_TEXT},
-    {"html", MEMPROF_FORMAT_HTML},
-};
-
 /* Serialises start and stop; also guards `current` and the writer's state. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
@@ -85,12 +76,8 @@ static int parse_entry(const char *s, size_t len, struct attach_config *c)
         memcpy(c->output, value, vlen + 1);
         c->has_output = true;
     } else if (klen == 6 && !memcmp(s, "format", 6)) {
-        size_t i = 0;
-        while (i < sizeof formats / sizeof *formats && strcmp(value, formats[i].name))
-            i++;
-        if (i == sizeof formats / sizeof *formats)
+        if ((c->format = memprof__format_by_name(value)) == MEMPROF_FORMAT_AUTO)
             return -EINVAL;
-        c->format = formats[i].format;
         c->has_format = true;
     } else if (klen == 10 && !memcmp(s, "background", 10)) {
         if (strcmp(value, "1") && strcmp(value, "0"))

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "api/output.h"
+#include "api/values.h"
 #include "core/engine.h"
 #include "core/sandbox.h"
 #include "core/snapshot.h"
@@ -192,25 +193,6 @@ int memprof_snapshot_frame(const memprof_snapshot *snapshot, uint32_t stack_id, 
 
 /* ---- writing ------------------------------------------------------------------------------- */
 
-static int has_suffix(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-static memprof_format format_from_path(const char *path)
-{
-    if (has_suffix(path, ".pb.gz") || has_suffix(path, ".pprof"))
-        return MEMPROF_FORMAT_PPROF;
-    if (has_suffix(path, ".json"))
-        return MEMPROF_FORMAT_SPEEDSCOPE;
-    if (has_suffix(path, ".folded") || has_suffix(path, ".collapsed"))
-        return MEMPROF_FORMAT_COLLAPSED;
-    if (has_suffix(path, ".html") || has_suffix(path, ".htm"))
-        return MEMPROF_FORMAT_HTML;
-    return MEMPROF_FORMAT_TEXT;
-}
-
 static int write_format(const memprof_snapshot *s, memprof_format format, FILE *out)
 {
     struct memprof_profile *p;
@@ -263,8 +245,10 @@ int memprof__snapshot_write_how(const memprof_snapshot *snapshot, const char *pa
 {
     if (!snapshot || !path || !*path || (unsigned)format > MEMPROF_FORMAT_HTML)
         return -EINVAL;
+    if (format == MEMPROF_FORMAT_AUTO) /* an extension naming no format: text */
+        format = memprof__format_by_path(path);
     if (format == MEMPROF_FORMAT_AUTO)
-        format = format_from_path(path);
+        format = MEMPROF_FORMAT_TEXT;
     /* The program installed a seccomp filter that would kill it for a call writing takes. */
     if (!memprof__sys_allowed(MEMPROF_SYS_WRITE)) {
         atomic_fetch_add_explicit(&memprof__engine.write_failures, 1, memory_order_relaxed);

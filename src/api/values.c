@@ -16,6 +16,55 @@
 
 #include "core/engine.h"
 
+static const struct {
+    const char *name;
+    memprof_format format;
+    const char *ext[3]; /* the first is the one written */
+} formats[] = {
+    {"pprof", MEMPROF_FORMAT_PPROF, {".pb.gz", ".pprof"}},
+    {"speedscope", MEMPROF_FORMAT_SPEEDSCOPE, {".json"}},
+    {"collapsed", MEMPROF_FORMAT_COLLAPSED, {".folded", ".collapsed"}},
+    {"text", MEMPROF_FORMAT_TEXT, {".txt"}},
+    {"html", MEMPROF_FORMAT_HTML, {".html", ".htm"}},
+};
+#define NFORMATS (sizeof formats / sizeof *formats)
+
+memprof_format memprof__format_by_name(const char *name)
+{
+    for (size_t i = 0; name && i < NFORMATS; i++)
+        if (!strcmp(name, formats[i].name))
+            return formats[i].format;
+    return MEMPROF_FORMAT_AUTO;
+}
+
+const char *memprof__format_name(memprof_format f)
+{
+    for (size_t i = 0; i < NFORMATS; i++)
+        if (formats[i].format == f)
+            return formats[i].name;
+    return "auto";
+}
+
+const char *memprof__format_extension(memprof_format f)
+{
+    for (size_t i = 0; i < NFORMATS; i++)
+        if (formats[i].format == f)
+            return formats[i].ext[0];
+    return "";
+}
+
+memprof_format memprof__format_by_path(const char *path)
+{
+    size_t n = path ? strlen(path) : 0;
+    for (size_t i = 0; i < NFORMATS; i++)
+        for (size_t e = 0; e < 3 && formats[i].ext[e]; e++) {
+            size_t m = strlen(formats[i].ext[e]);
+            if (n >= m && !strcmp(path + n - m, formats[i].ext[e]))
+                return formats[i].format;
+        }
+    return MEMPROF_FORMAT_AUTO;
+}
+
 int memprof__parse_bool(const char *v)
 {
     if (!v)

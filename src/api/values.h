@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "common/compiler.h"
+#include "memprof/memprof.h"
 
 /* A rate in bytes: digits with an optional K, M or G suffix (binary; "Ki", "KiB" also
  * accepted), from 1 to 2^40. Returns 0 if invalid. */
@@ -29,6 +30,19 @@ MEMPROF_INTERNAL int memprof__parse_bool(const char *v);
  * cannot be caught or mean a crash (KILL, STOP, SEGV, BUS, FPE, ILL) are refused.
  * Returns 0 if invalid. */
 MEMPROF_INTERNAL int memprof__parse_signal(const char *v);
+
+/* The output formats' names and file extensions (doc/architecture.md, Decisions: Format
+ * names), for the API, the plugin's MEMPROF_FORMAT, memprof_attach_start()'s configuration
+ * and the command. The format named `name`, or MEMPROF_FORMAT_AUTO for no format's name. */
+MEMPROF_INTERNAL memprof_format memprof__format_by_name(const char *name);
+/* A format's name ("auto" for MEMPROF_FORMAT_AUTO or an unknown value). */
+MEMPROF_INTERNAL const char *memprof__format_name(memprof_format f);
+/* The extension files of a format are written with (".pb.gz", ".json", ".folded", ".txt",
+ * ".html"); "" for MEMPROF_FORMAT_AUTO or an unknown value. */
+MEMPROF_INTERNAL const char *memprof__format_extension(memprof_format f);
+/* The format a path's extension names (any of a format's extensions: also ".pprof",
+ * ".collapsed", ".htm"), or MEMPROF_FORMAT_AUTO when it names none. */
+MEMPROF_INTERNAL memprof_format memprof__format_by_path(const char *path);
 
 /* Expands a profile path template: "%p" becomes `pid`, "%%" a single "%". Sets *had_pid
  * (if not NULL) when the template contains "%p". Returns false if the result does not fit

@@ -141,15 +141,6 @@ static int parse_bool(const char *name, const char *v, int dflt)
     return dflt;
 }
 
-static const struct {
-    const char *name;
-    memprof_format format;
-} formats[] = {
-    {"pprof", MEMPROF_FORMAT_PPROF},         {"speedscope", MEMPROF_FORMAT_SPEEDSCOPE},
-    {"collapsed", MEMPROF_FORMAT_COLLAPSED}, {"text", MEMPROF_FORMAT_TEXT},
-    {"html", MEMPROF_FORMAT_HTML},
-};
-
 void memprof__preload_configure(bool sample_heap_ok)
 {
     struct memprof_dump_config dump = {.format = MEMPROF_FORMAT_AUTO};
@@ -181,12 +172,8 @@ void memprof__preload_configure(bool sample_heap_ok)
 
     const char *fmt = getenv("MEMPROF_FORMAT");
     if (fmt && *fmt) {
-        size_t i = 0;
-        while (i < sizeof formats / sizeof *formats && strcmp(fmt, formats[i].name))
-            i++;
-        if (i < sizeof formats / sizeof *formats)
-            dump.format = formats[i].format;
-        else
+        dump.format = memprof__format_by_name(fmt);
+        if (dump.format == MEMPROF_FORMAT_AUTO)
             say("memprof: ignoring MEMPROF_FORMAT='%s': expected pprof, speedscope, collapsed, "
                 "text or html; using the file extension",
                 fmt);
