@@ -6,7 +6,7 @@
  * own symbol resolution chose: libc's, or a malloc family the program or a library defines
  * itself ("Allocator families" below).
  *
- * Facts this relies on (learned the hard way; see DESIGN.md "Interposition backends"):
+ * Facts this relies on (learned the hard way; doc/architecture.md, Decisions: Interposition backends):
  * - Both JUMP_SLOT (PLT) and GLOB_DAT relocations are patched: code built with -fno-plt,
  *   function-pointer uses, and libc's own internal calls (strdup -> malloc) go through
  *   GLOB_DAT slots. libc itself is patched too, so strdup's block is seen.

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The Python API (spec 9.2 with DESIGN.md's decisions): the functions, the dataclasses and
+"""The Python API (doc/architecture.md, Decisions): the functions, the dataclasses and
 their fields, argument checking, the MemoryProfiler context manager, save() formats, GC
 epoch tracking (spec 9.5), and the pure-Python helpers (in this process, without starting
 the profiler)."""

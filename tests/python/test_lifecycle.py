@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The lifecycle (spec 9.2's state machine with DESIGN.md's decisions) seen from Python:
+"""The lifecycle (doc/architecture.md, Decisions: Lifecycle) seen from Python:
 errors for calls in the wrong state, resume after stop, frees tracked after stop, shutdown
 being one-way, frees of objects allocated before the hooks went in, and a profiler already
 started by the preload plugin."""

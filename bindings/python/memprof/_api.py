@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The Python API of libmemprof (spec section 9.2, with DESIGN.md's decisions).
+"""The Python API of libmemprof (doc/architecture.md, Decisions, says what it follows).
 
 start()/stop()/get_snapshot()/get_stats()/shutdown() and the MemoryProfiler context manager
 drive the process-wide libmemprof engine through the C extension ``memprof._memprof``; the
@@ -9,7 +9,7 @@ plain Python views of a snapshot and of the engine statistics.
 
 Lifecycle: the engine is initialised by the first start() with its sampling rate, which then
 holds for the life of the process; stop() pauses sampling (frees stay tracked) and a later
-start() resumes; shutdown() is one-way. Estimates are plain ints (DESIGN.md) with their 95 %
+start() resumes; shutdown() is one-way. Estimates are plain ints (doc/architecture.md, Decisions) with their 95 %
 intervals in separate ``*_low``/``*_high`` attributes.
 """
 
@@ -51,7 +51,7 @@ __all__ = [
     "stop",
 ]
 
-#: Output formats accepted by HeapSnapshot.save() (DESIGN.md "Format names").
+#: Output formats accepted by HeapSnapshot.save() (doc/architecture.md, Decisions: Format names).
 FORMATS: Dict[str, int] = {
     "pprof": _c.FORMAT_PPROF,
     "speedscope": _c.FORMAT_SPEEDSCOPE,

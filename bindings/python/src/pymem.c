@@ -208,7 +208,7 @@ static uint64_t next_id = 1ull << 62;
  * from a dlopen'ed extension would be a __tls_get_addr call) and the GIL-serialized requests
  * of all threads form one stream of bytes; each request is still sampled with probability
  * p(n) = 1 - exp(-n/rate), independently of the others, because the remainder of an
- * exponential countdown is exponential whatever came before (DESIGN.md, "Sampling").
+ * exponential countdown is exponential whatever came before (doc/architecture.md, Decisions: Estimator).
  *
  * Every request is charged, including those pymalloc forwards to malloc (over 512 bytes, or
  * forwarded reallocs): testing the size first would cost every request a compare, and
