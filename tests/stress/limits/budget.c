@@ -157,17 +157,10 @@ int main(int argc, char **argv)
 {
     CHECK(argc == 3, "usage: %s plain|preload|got data|as|as-syscall|as-thread|commit", argv[0]);
     const char *backend = argv[1], *what = argv[2];
-    bool plain = !strcmp(backend, "plain");
-    if (!plain)
-        limits_expect_backend(backend);
-    else
-        CHECK(!limits_preloaded(), "the preload plugin is loaded in a plain run");
+    bool plain = limits_expect_backend_or_plain(backend);
     long vm_data_before = status_bytes("VmData");
     if (!plain) {
-        memprof_config c;
-        memprof_config_init(&c);
-        c.sampling_rate = limits_rate();
-        limits_start(&c);
+        limits_start_at_rate();
         limits_print_stats("start");
     }
     print_memory("after start");

@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,18 @@ static inline void limits_expect_backend(const char *backend)
         CHECK(0, "unknown backend '%s' (preload or got)", backend);
 }
 
+/* limits_expect_backend(), or for "plain" a check that no profiler is loaded at all (a run
+ * to compare with). Returns whether the run is plain. */
+static inline bool limits_expect_backend_or_plain(const char *backend)
+{
+    bool plain = !strcmp(backend, "plain");
+    if (plain)
+        CHECK(!limits_preloaded(), "the preload plugin is loaded in a plain run");
+    else
+        limits_expect_backend(backend);
+    return plain;
+}
+
 /* The rate the test asks for: MEMPROF_RATE as a plain number, 0 (the default) if unset. */
 static inline uint64_t limits_rate(void)
 {
@@ -85,6 +98,15 @@ static inline void limits_start(const memprof_config *c)
           memprof_strerror(rc));
     rc = memprof_start();
     CHECK(rc == 0, "memprof_start: %s", memprof_strerror(rc));
+}
+
+/* limits_start() with the default configuration at the test's rate. */
+static inline void limits_start_at_rate(void)
+{
+    memprof_config c;
+    memprof_config_init(&c);
+    c.sampling_rate = limits_rate();
+    limits_start(&c);
 }
 
 static inline void limits_print_stats(const char *when)

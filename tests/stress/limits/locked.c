@@ -129,18 +129,10 @@ int main(int argc, char **argv)
 {
     CHECK(argc == 3, "usage: %s plain|preload|got mlock-free|budget|mlockall", argv[0]);
     const char *backend = argv[1], *what = argv[2];
-    bool plain = !strcmp(backend, "plain");
-    if (!plain)
-        limits_expect_backend(backend);
-    else
-        CHECK(!limits_preloaded(), "the preload plugin is loaded in a plain run");
+    bool plain = limits_expect_backend_or_plain(backend);
     CHECK(mallopt(M_MMAP_THRESHOLD, 128 * 1024) == 1, "mallopt failed");
-    if (!plain) {
-        memprof_config c;
-        memprof_config_init(&c);
-        c.sampling_rate = limits_rate();
-        limits_start(&c);
-    }
+    if (!plain)
+        limits_start_at_rate();
     if (!strcmp(what, "mlock-free")) {
         for (int round = 0; round < 3; round++)
             for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)

@@ -117,15 +117,8 @@ int main(int argc, char **argv)
         if (pid == 0) {
             void *p = malloc(100);
             prog_touch(p, 1);
-            if (prog_backend == PROG_GOT) {
-                char path[4200];
-                snprintf(path, sizeof path, "%s.%d", snap_path, (int)getpid());
-                memprof_snapshot *s = NULL;
-                if (memprof_get_snapshot(&s) != 0 ||
-                    memprof_snapshot_write(s, path, MEMPROF_FORMAT_TEXT) != 0)
-                    _exit(2);
-                memprof_free_snapshot(s);
-            }
+            if (prog_backend == PROG_GOT)
+                children_write_profile(snap_path);
             exit(0);
         }
         pids[c] = pid;
