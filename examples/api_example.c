@@ -7,9 +7,9 @@
 int main(void)
 {
     int rc = memprof_init(64 * 1024); /* mean bytes between samples */
-    if (rc == 0)
+    if (rc >= 0) /* MEMPROF_JOINED (1): `memprof run` already profiles us; share it */
         rc = memprof_start();
-    if (rc != 0) { /* e.g. no interposition backend in this process */
+    if (rc < 0) { /* e.g. no interposition backend in this process */
         fprintf(stderr, "memprof: %s\n", memprof_strerror(rc));
         return 1;
     }

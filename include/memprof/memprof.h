@@ -49,8 +49,24 @@ extern "C" {
  * - `-ENOMEM`: the engine could not map memory for its tables or a snapshot.
  * - `-ENOTSUP`: the feature or format is not available in this build.
  * - `-EIO` and other file errors: writing a profile failed.
+ *
+ * One success value besides 0: #MEMPROF_JOINED, when the program's lifecycle call meets a
+ * profile that `memprof run` (the preload plugin) or `memprof attach` owns.
  * @{
  */
+
+/**
+ * @brief Returned (positive: success) by memprof_init(), memprof_init_config(),
+ * memprof_start() and memprof_stop() when the process's profile belongs to `memprof run`
+ * (the preload plugin started it) or to `memprof attach`.
+ *
+ * The program joins that profile: its configuration is ignored (the command's rate holds;
+ * memprof_get_stats() tells it), memprof_start() finds sampling already on, memprof_stop()
+ * leaves it on and memprof_shutdown() does nothing, so the command still writes the whole
+ * profile when the program exits. Snapshots, statistics and writes work as usual. Test
+ * results with `rc < 0` for failure, as every function here allows. @since 1.4
+ */
+#define MEMPROF_JOINED 1
 
 /**
  * @brief **memprof_strerror()** describes an error code returned by this library.
@@ -148,9 +164,11 @@ MEMPROF_API void memprof_config_init(memprof_config *cfg);
  * engine, shared by every user of the library (including the LD_PRELOAD plugin).
  *
  * @param sampling_rate mean bytes between samples; 0 selects the default (512 KiB).
- * @return 0 on success; `-EALREADY` if the engine is already initialised (nothing changes);
- *         `-ESHUTDOWN` after memprof_shutdown(); `-EINVAL` if the rate exceeds 2^40;
- *         `-ENOMEM` if the tables cannot be mapped.
+ * @return 0 on success; #MEMPROF_JOINED if `memprof run` or `memprof attach` initialised it
+ *         (nothing changes; the program shares that profile); `-EALREADY` if the engine is
+ *         already initialised otherwise (nothing changes); `-ESHUTDOWN` after
+ *         memprof_shutdown(); `-EINVAL` if the rate exceeds 2^40; `-ENOMEM` if the tables
+ *         cannot be mapped.
  *
  * Thread-safe (concurrent calls: one wins, the others get `-EALREADY`). Not async-signal-safe;
  * must not be called from an allocation hook. @since 1.0
@@ -170,7 +188,8 @@ MEMPROF_API int memprof_init_config(const memprof_config *cfg);
 
 /**
  * @brief **memprof_start()** starts sampling allocations (INITIALIZED or STOPPED → ACTIVE).
- * @return 0 on success; `-ENOTCONN` before init; `-EBUSY` if already active; `-ESHUTDOWN`
+ * @return 0 on success; #MEMPROF_JOINED if already active for `memprof run` or `memprof
+ *         attach`; `-ENOTCONN` before init; `-EBUSY` if already active otherwise; `-ESHUTDOWN`
  *         after shutdown; `-ENOTSUP` if no interposition backend is available in the process.
  *
  * Thread-safe. Not async-signal-safe. @since 1.0
@@ -183,8 +202,9 @@ MEMPROF_API int memprof_start(void);
  * Frees keep being tracked, so a block sampled while active and freed after stop leaves the
  * live set: the profile shows what is still live, not what was live at stop.
  *
- * @return 0 on success; `-ENOTCONN` before init; `-EBUSY` if not active; `-ESHUTDOWN` after
- *         shutdown. Thread-safe. Not async-signal-safe. @since 1.0
+ * @return 0 on success; #MEMPROF_JOINED (sampling goes on) if the profile is `memprof run`'s
+ *         or `memprof attach`'s; `-ENOTCONN` before init; `-EBUSY` if not active; `-ESHUTDOWN`
+ *         after shutdown. Thread-safe. Not async-signal-safe. @since 1.0
  */
 MEMPROF_API int memprof_stop(void);
 
@@ -196,6 +216,8 @@ MEMPROF_API int memprof_stop(void);
  * process exit). Snapshots already taken stay valid until memprof_free_snapshot().
  * Call it once, not concurrently with memprof_get_snapshot(). Calling it again is harmless;
  * calling it before memprof_init() also closes the door (a later init returns -ESHUTDOWN).
+ * It does nothing when the profile is `memprof run`'s or `memprof attach`'s (#MEMPROF_JOINED):
+ * the command ends that profile.
  *
  * Thread-safe. Not async-signal-safe. @since 1.0
  */

@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "api/owner.h"
+#include "common/atomic.h"
 #include "core/capture.h"
 #include "core/engine.h"
 #include "resolve/symbols.h"
@@ -96,7 +98,10 @@ static bool tail_is_zero(const void *p, size_t from, size_t to)
     return true;
 }
 
-int memprof_init_config(const memprof_config *cfg)
+/* Set once, before the engine leaves UNINITIALIZED for good: an owned profile stays owned. */
+static _Atomic int owned;
+
+static int init_config(const memprof_config *cfg)
 {
     memprof_config c;
     memprof_config_init(&c);
@@ -137,6 +142,29 @@ int memprof_init_config(const memprof_config *cfg)
     return memprof__engine_init(&ec);
 }
 
+int memprof__init_owned(const memprof_config *cfg)
+{
+    int rc = init_config(cfg);
+    if (rc == 0)
+        memprof_atomic_store_seqcst(&owned, 1);
+    return rc;
+}
+
+int memprof__owned(void)
+{
+    return memprof_atomic_load_seqcst(&owned);
+}
+
+int memprof_init_config(const memprof_config *cfg)
+{
+    int rc = init_config(cfg);
+    /* The command's profile: the program joins it with the command's settings. Invalid
+     * arguments are still reported, so a program's bug shows under `memprof run` too. */
+    if (rc == -EALREADY && memprof__owned())
+        return MEMPROF_JOINED;
+    return rc;
+}
+
 int memprof_init(uint64_t sampling_rate)
 {
     memprof_config c;
@@ -154,17 +182,29 @@ int memprof_start(void)
     int rc = memprof__engine_start();
     if (rc == -ENOTSUP && memprof__got_install && memprof__got_install() == 0)
         rc = memprof__engine_start();
+    if (rc == -EBUSY && memprof__owned())
+        return MEMPROF_JOINED;
     return rc;
+}
+
+int memprof__stop_owned(void)
+{
+    return memprof__engine_stop();
 }
 
 int memprof_stop(void)
 {
+    /* The command stops its own profile (memprof__stop_owned()); the program's stop must not
+     * cut the command's profile short, nor its later start fail. */
+    if (memprof__owned() && memprof__engine_state() == MEMPROF_STATE_ACTIVE)
+        return MEMPROF_JOINED;
     return memprof__engine_stop();
 }
 
 void memprof_shutdown(void)
 {
-    memprof__engine_shutdown();
+    if (!memprof__owned())
+        memprof__engine_shutdown();
 }
 
 int memprof_get_stats(memprof_stats *out)

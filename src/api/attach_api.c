@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/owner.h"
 #include "api/values.h"
 #include "common/compiler.h"
 #include "memprof/memprof.h"
@@ -196,11 +197,13 @@ int memprof_attach_start(const char *config)
     memprof_config_init(&ec);
     if (c.rate)
         ec.sampling_rate = c.rate;
-    rc = memprof_init_config(&ec);
+    rc = memprof__init_owned(&ec);
     if (rc == -EALREADY) /* an earlier attach, the preload plugin, or the program itself */
         rc = 0;
     if (!rc)
         rc = memprof_start();
+    if (rc == MEMPROF_JOINED) /* sampling for `memprof run` or an attach still going */
+        rc = -EBUSY;
     if (!rc) {
         current = c;
         if (c.interval_s) {
@@ -239,7 +242,7 @@ int memprof_attach_stop(const char *config)
     memprof_snapshot *snap = NULL;
     rc = memprof_get_snapshot(&snap);
     if (rc == 0) {
-        int st = memprof_stop();
+        int st = memprof__stop_owned();
         (void)st; /* -EBUSY: not active (stopped already); the profile is still wanted */
         if (c.has_output) {
             memcpy(current.output, c.output, sizeof c.output);

@@ -52,6 +52,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api/owner.h"
 #include "api/values.h"
 #include "common/write_signals.h"
 #include "core/engine.h"
@@ -244,11 +245,11 @@ void memprof__preload_configure(bool sample_heap_ok)
         memprof_config_init(&c);
         c.sampling_rate = rate;
         c.unwinder = unwinder;
-        int rc = memprof_init_config(&c);
+        int rc = memprof__init_owned(&c);
         if (rc == -ENOTSUP) {
             say("memprof: MEMPROF_UNWIND=dwarf is not available in this build; using fp");
             c.unwinder = MEMPROF_UNWIND_FP;
-            rc = memprof_init_config(&c);
+            rc = memprof__init_owned(&c);
         }
         if (rc == 0 && temp_threshold)
             memprof_set_temporary_threshold(temp_threshold);

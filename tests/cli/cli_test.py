@@ -525,6 +525,23 @@ def t_run_profile(tmp):
     check(r.returncode == 0 and "grow_cache" in r.out, "report - (stdin) failed")
 
 
+def t_api_program_joins(tmp):
+    """The README's C API example runs under memprof run: its init and start join the
+    command's profile (MEMPROF_JOINED), its own snapshot and write work, and its shutdown
+    leaves the command's profile to be written at exit."""
+    need_plugin()
+    check(ARGS.api_example, "no --api-example given")
+    out = os.path.join(tmp, "run.pb.gz")
+    p = memprof("run", "-o", out, "--", ARGS.api_example, cwd=tmp)
+    check(p.returncode == 0, "exit %d: %s" % (p.returncode, p.err.strip()))
+    check(re.search(r"^\d+ live samples, ~\d+ bytes live$", p.out, re.M),
+          "the program's own snapshot line is missing: %r" % p.out)
+    check(os.path.exists(os.path.join(tmp, "heap.txt")), "the program's own profile is missing")
+    profile_ok(out)
+    check("allocated in total" in p.err and re.search(r"\bmain\b", p.err),
+          "the command's summary lacks the program's allocations: %r" % p.err)
+
+
 def t_temp_threshold(tmp):
     need_plugin()
     # --temp-threshold reaches the plugin, and the profile records it for the temporary view.
@@ -1071,9 +1088,10 @@ def main():
     ap.add_argument("--plugin-from-bindir", default="")
     ap.add_argument("--bindir", default="bin")
     ap.add_argument("--libdir", default="", help="directory of libmemprof.so.1")
+    ap.add_argument("--api-example", default="", help="examples/api_example")
     ap.add_argument("test", choices=sorted(TESTS))
     ARGS = ap.parse_args()
-    for name in ("memprof", "prog", "plugin", "libdir"):
+    for name in ("memprof", "prog", "plugin", "libdir", "api_example"):
         if getattr(ARGS, name):
             setattr(ARGS, name, os.path.abspath(getattr(ARGS, name)))
     tmp = tempfile.mkdtemp(prefix="memprof-cli-")

@@ -4,7 +4,8 @@
  * init -> start <-> stop -> shutdown and its wrong-state errors (-ENOTCONN before init,
  * -EALREADY for a second init, -ENOTSUP to start without an interposition backend, -EBUSY
  * for start/stop in the wrong state, -ESHUTDOWN after shutdown), reads (snapshot, stats,
- * symbol resolution) in every initialised state, concurrent init, and memprof_strerror().
+ * symbol resolution) in every initialised state, concurrent init, memprof_strerror(), and a
+ * program's calls joining a profile that a command (`memprof run`, `memprof attach`) owns.
  * The engine is a process-wide singleton, so every case needs a fresh process: meson.build
  * runs each case as its own test, passing its name.
  */
@@ -12,6 +13,7 @@
 #include <limits.h>
 #include <pthread.h>
 
+#include "api/owner.h"
 #include "config.h"
 #include "core/engine.h"
 #include "memprof/memprof.h"
@@ -260,6 +262,74 @@ static void test_concurrent_init_has_exactly_one_winner(void)
     EXPECT_EQ(state(), MEMPROF_STATE_INITIALIZED);
 }
 
+/* What the preload plugin does before main under `memprof run`. */
+static void start_as_the_command(uint64_t rate)
+{
+    memprof_config c;
+    memprof_config_init(&c);
+    c.sampling_rate = rate;
+    CHECK_EQ(memprof__init_owned(&c), 0);
+    memprof__backend_register();
+    CHECK_EQ(memprof_start(), 0);
+}
+
+static void test_program_init_joins_the_commands_profile_and_keeps_its_rate(void)
+{
+    start_as_the_command(8192);
+    EXPECT_EQ(memprof_init(64 * 1024), MEMPROF_JOINED);
+    memprof_config c;
+    memprof_config_init(&c);
+    EXPECT_EQ(memprof_init_config(&c), MEMPROF_JOINED);
+    EXPECT_EQ_U(stats().sampling_rate, 8192);
+    EXPECT_EQ(state(), MEMPROF_STATE_ACTIVE);
+}
+
+static void test_program_init_with_invalid_arguments_still_fails_under_the_command(void)
+{
+    start_as_the_command(8192);
+    EXPECT_EQ(memprof_init((uint64_t)1 << 41), -EINVAL);
+}
+
+static void test_program_start_joins_the_commands_active_profile(void)
+{
+    start_as_the_command(8192);
+    EXPECT_EQ(memprof_start(), MEMPROF_JOINED);
+    EXPECT_EQ(state(), MEMPROF_STATE_ACTIVE);
+}
+
+static void test_program_stop_and_shutdown_leave_the_commands_profile_sampling(void)
+{
+    start_as_the_command(8192);
+    EXPECT_EQ(memprof_stop(), MEMPROF_JOINED);
+    EXPECT_EQ(state(), MEMPROF_STATE_ACTIVE);
+    memprof_shutdown();
+    EXPECT_EQ(state(), MEMPROF_STATE_ACTIVE);
+    expect_reads_work();
+    /* The command itself still ends its profile. */
+    EXPECT_EQ(memprof__stop_owned(), 0);
+    EXPECT_EQ(state(), MEMPROF_STATE_STOPPED);
+}
+
+static void test_program_start_after_the_command_stopped_starts_sampling_again(void)
+{
+    start_as_the_command(8192);
+    CHECK_EQ(memprof__stop_owned(), 0);
+    EXPECT_EQ(memprof_start(), 0);
+    EXPECT_EQ(state(), MEMPROF_STATE_ACTIVE);
+}
+
+static void test_a_programs_own_engine_is_not_joined(void)
+{
+    CHECK_EQ(memprof_init(4096), 0);
+    memprof__backend_register();
+    CHECK_EQ(memprof_start(), 0);
+    EXPECT_EQ(memprof_init(4096), -EALREADY);
+    EXPECT_EQ(memprof_start(), -EBUSY);
+    EXPECT_EQ(memprof_stop(), 0);
+    memprof_shutdown();
+    EXPECT_EQ(state(), MEMPROF_STATE_SHUTDOWN);
+}
+
 static void test_strerror_never_returns_null(void)
 {
     for (int err = -5000; err <= 5000; err++) {
@@ -338,6 +408,12 @@ int main(int argc, char **argv)
         TEST_CASE(test_shutdown_while_stopped),
         TEST_CASE(test_shutdown_twice_is_harmless),
         TEST_CASE(test_concurrent_init_has_exactly_one_winner),
+        TEST_CASE(test_program_init_joins_the_commands_profile_and_keeps_its_rate),
+        TEST_CASE(test_program_init_with_invalid_arguments_still_fails_under_the_command),
+        TEST_CASE(test_program_start_joins_the_commands_active_profile),
+        TEST_CASE(test_program_stop_and_shutdown_leave_the_commands_profile_sampling),
+        TEST_CASE(test_program_start_after_the_command_stopped_starts_sampling_again),
+        TEST_CASE(test_a_programs_own_engine_is_not_joined),
         TEST_CASE(test_strerror_never_returns_null),
         TEST_CASE(test_strerror_describes_the_library_codes),
         TEST_CASE(test_strerror_describes_file_errors),
