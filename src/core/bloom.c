@@ -159,7 +159,7 @@ int memprof__bloom_rebuild(struct memprof_bloom *b,
          * claim the scan misses claimed after this fence, so it re-reads an odd or newer gen
          * and adds its key after the clear (otherwise a late store of the clear could wipe
          * that add while the scan had already passed the slot). */
-        atomic_thread_fence(memory_order_seq_cst);
+        memprof_atomic_fence_seqcst();
         struct rebuild_ctx ctx = {.b = b, .f = f};
         for_each_key(src, rebuild_add, &ctx);
         uint64_t cur = g + 1;

@@ -118,7 +118,7 @@ MEMPROF_INLINE bool memprof__bloom_maybe(struct memprof_bloom *b, uint64_t key)
         return false;
     if (memprof__bloom_filter_maybe(b, &b->filters[(g >> 1) & 1], key))
         return true;
-    atomic_thread_fence(memory_order_acquire);
+    memprof_atomic_fence_acquire();
     return memprof_atomic_load_relaxed(&b->gen) != g;
 }
 

@@ -127,8 +127,7 @@ MEMPROF_SAMPLING_TEXT static int claim_in_word(unsigned w, uint64_t allowed, uns
         uint64_t above = free_bits & (~(uint64_t)0 << from);
         unsigned i = (unsigned)__builtin_ctzll(above ? above : free_bits);
         /* Acquire: the slot's last user's writes to its stack come before ours. */
-        if (atomic_compare_exchange_weak_explicit(&busy[w], &taken, taken | ((uint64_t)1 << i),
-                                                  memory_order_acquire, memory_order_relaxed))
+        if (memprof_atomic_cas_weak_acquire(&busy[w], &taken, taken | ((uint64_t)1 << i)))
             return (int)(w * 64 + i);
     }
 }
@@ -166,14 +165,13 @@ MEMPROF_SAMPLING_TEXT static int claim(void)
         if (!memprof__pf_writable((void *)(pool + (size_t)i * MEMPROF_COLDSTACK_SIZE),
                                   MEMPROF_COLDSTACK_SIZE)) {
             /* A limit on private writable memory or the commit charge: not this time. */
-            atomic_fetch_and_explicit(&busy[i / 64], ~bit, memory_order_release);
+            memprof_atomic_and_release(&busy[i / 64], ~bit);
             return -1;
         }
-        atomic_fetch_or_explicit(&ready[i / 64], bit, memory_order_relaxed);
+        memprof_atomic_or_relaxed(&ready[i / 64], bit);
         unsigned hi = memprof_atomic_load_relaxed(&ready_hi);
         while (hi < (unsigned)i + 1 &&
-               !atomic_compare_exchange_weak_explicit(&ready_hi, &hi, (unsigned)i + 1,
-                                                      memory_order_release, memory_order_relaxed))
+               !memprof_atomic_cas_weak_release(&ready_hi, &hi, (unsigned)i + 1))
             ;
     }
     return i;
@@ -193,5 +191,5 @@ MEMPROF_SAMPLING_TEXT uintptr_t memprof__coldstack_claim(void)
 MEMPROF_SAMPLING_TEXT void memprof__coldstack_release(uintptr_t top)
 {
     size_t i = (top - pool) / MEMPROF_COLDSTACK_SIZE - 1;
-    atomic_fetch_and_explicit(&busy[i / 64], ~((uint64_t)1 << (i % 64)), memory_order_release);
+    memprof_atomic_and_release(&busy[i / 64], ~((uint64_t)1 << (i % 64)));
 }

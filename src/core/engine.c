@@ -83,8 +83,7 @@ static void count_alloc(struct memprof_stack *s, uint64_t size, bool live, uint6
     if (s) {
         uint64_t unset = 0; /* the first sample's time, once */
         if (memprof_atomic_load_relaxed(&s->first_ns) == 0)
-            atomic_compare_exchange_strong_explicit(&s->first_ns, &unset, ts, memory_order_relaxed,
-                                                    memory_order_relaxed);
+            memprof_atomic_cas_relaxed(&s->first_ns, &unset, ts);
         memprof_atomic_add_relaxed(&s->alloc_samples, 1);
         memprof_atomic_add_relaxed(&s->alloc_bytes, size);
         memprof_atomic_add_relaxed(&s->alloc_est_bytes, w.bytes);
@@ -184,8 +183,7 @@ static bool insert(uint64_t key, uint64_t size, uint32_t stack_id, uint64_t ts)
     bool outside = is_outside(key), bloom = in_bloom(key);
     if (bloom) {
         uint64_t cached = key;
-        atomic_compare_exchange_strong_explicit(not_sampled_slot(key), &cached, 0,
-                                                memory_order_relaxed, memory_order_relaxed);
+        memprof_atomic_cas_relaxed(not_sampled_slot(key), &cached, 0);
     }
     if (outside)
         memprof_atomic_add_relaxed(&E.outside_live, 1);
@@ -566,8 +564,7 @@ int memprof__engine_start(void)
         return -ENOTSUP;
     /* Times in the history count from the first start (no sample is taken before it). */
     uint64_t none = 0;
-    atomic_compare_exchange_strong_explicit(&E.origin_ns, &none, memprof__pf_now_ns(),
-                                            memory_order_relaxed, memory_order_relaxed);
+    memprof_atomic_cas_relaxed(&E.origin_ns, &none, memprof__pf_now_ns());
     return transition(MEMPROF_STATE_INITIALIZED, MEMPROF_STATE_STOPPED, MEMPROF_STATE_ACTIVE);
 }
 

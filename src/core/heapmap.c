@@ -160,8 +160,7 @@ bool memprof__hm_finalize(struct memprof_heapmap *hm, struct memprof_hm_slot *sl
     uint64_t meta = MEMPROF_HM_LIVE | ((uint64_t)stack_id << MEMPROF_HM_SIZE_BITS) | size;
     memprof_atomic_store_relaxed(&slot->ts, ts);
     uint64_t expected = 0;
-    if (atomic_compare_exchange_strong_explicit(&slot->meta, &expected, meta, memory_order_release,
-                                                memory_order_acquire)) {
+    if (memprof_atomic_cas_release(&slot->meta, &expected, meta)) {
         memprof_atomic_add_relaxed(&hm->live, 1);
         return true;
     }

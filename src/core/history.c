@@ -13,13 +13,12 @@
 static bool try_lock(struct memprof_history *h)
 {
     uint32_t free_ = 0;
-    return atomic_compare_exchange_strong_explicit(&h->lock, &free_, 1, memory_order_acquire,
-                                                   memory_order_relaxed);
+    return memprof_atomic_cas_acquire(&h->lock, &free_, 1);
 }
 
 static void unlock(struct memprof_history *h)
 {
-    atomic_store_explicit(&h->lock, 0, memory_order_release);
+    memprof_atomic_store_release(&h->lock, 0);
 }
 
 /* Writers bracket their stores with these: odd while writing. The release fence after the
@@ -27,12 +26,12 @@ static void unlock(struct memprof_history *h)
 static void write_begin(_Atomic uint64_t *seq)
 {
     memprof_atomic_add_relaxed(seq, 1);
-    atomic_thread_fence(memory_order_release);
+    memprof_atomic_fence_release();
 }
 
 static void write_end(_Atomic uint64_t *seq)
 {
-    atomic_fetch_add_explicit(seq, 1, memory_order_release);
+    memprof_atomic_add_release(seq, 1);
 }
 
 /* A reader's view is valid when the sequence number was even and did not change. */
@@ -43,7 +42,7 @@ static uint64_t read_begin(_Atomic uint64_t *seq)
 
 static bool read_valid(_Atomic uint64_t *seq, uint64_t begin)
 {
-    atomic_thread_fence(memory_order_acquire);
+    memprof_atomic_fence_acquire();
     return !(begin & 1) && memprof_atomic_load_relaxed(seq) == begin;
 }
 

@@ -99,7 +99,7 @@ void memprof__sheap_destroy(struct memprof_sheap *h)
 void memprof__sheap_after_fork(struct memprof_sheap *h)
 {
     for (unsigned c = 0; h->size && c < MEMPROF_SHEAP_CLASSES; c++)
-        atomic_fetch_and_explicit(&h->classes[c].growing, ~GROW_BUSY, memory_order_relaxed);
+        memprof_atomic_and_relaxed(&h->classes[c].growing, ~GROW_BUSY);
 }
 
 /* The class of a request: the log2 of its slot size, or MEMPROF_SHEAP_MAX_SHIFT + 1 if too
@@ -195,8 +195,7 @@ static bool grow(const struct memprof_sheap *h, struct memprof_sheap_class *k, u
                  uint64_t need)
 {
     uint32_t idle = 0;
-    if (!atomic_compare_exchange_strong_explicit(&k->growing, &idle, GROW_BUSY,
-                                                 memory_order_acquire, memory_order_relaxed))
+    if (!memprof_atomic_cas_acquire(&k->growing, &idle, GROW_BUSY))
         return false;
     uint64_t have = memprof_atomic_load_relaxed(&k->mapped);
     bool ok = have >= need, stuck = false;
@@ -261,8 +260,7 @@ static void *alloc_large(struct memprof_sheap *h, struct memprof_sheap_class *k,
         do {
             if (index >= cap)
                 return NULL;
-        } while (!atomic_compare_exchange_weak_explicit(
-            &k->bumped, &index, index + 1, memory_order_relaxed, memory_order_relaxed));
+        } while (!memprof_atomic_cas_weak_relaxed(&k->bumped, &index, index + 1));
     }
     uintptr_t slot = slot_addr(h, shift, index);
     _Atomic uint64_t *state = state_of(h, shift, index);
@@ -338,8 +336,7 @@ void *memprof__sheap_alloc(struct memprof_sheap *h, size_t n, size_t align, bool
             index = memprof_atomic_load_relaxed(&k->bumped);
             continue;
         }
-        if (atomic_compare_exchange_weak_explicit(&k->bumped, &index, index + 1,
-                                                  memory_order_relaxed, memory_order_relaxed))
+        if (memprof_atomic_cas_weak_relaxed(&k->bumped, &index, index + 1))
             break;
     }
     return block_in(slot_addr(h, shift, index), slot_size, lead);

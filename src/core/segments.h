@@ -61,8 +61,7 @@ static inline void *memprof__seg_open(_Atomic(void *) *seg, size_t bytes, _Atomi
     void *mine = memprof__pf_map(bytes);
     if (!mine)
         return NULL;
-    if (atomic_compare_exchange_strong_explicit(seg, &p, mine, memory_order_acq_rel,
-                                                memory_order_acquire)) {
+    if (memprof_atomic_cas_acqrel(seg, &p, mine)) {
         memprof_atomic_add_relaxed(mapped, bytes);
         return mine;
     }

@@ -100,8 +100,7 @@ static uint64_t arena_alloc(struct memprof_stacktab *st, unsigned depth)
         start = off + depth > end ? end : off;
         if (start + depth > st->arena_cap)
             return UINT64_MAX;
-    } while (!atomic_compare_exchange_weak_explicit(&st->arena_used, &off, start + depth,
-                                                    memory_order_relaxed, memory_order_relaxed));
+    } while (!memprof_atomic_cas_weak_relaxed(&st->arena_used, &off, start + depth));
     unsigned k = memprof__seg_of(start, MEMPROF_STACK_FRAME_BITS);
     return memprof__seg_open(&st->arena[k], frame_bytes(k), &st->mapped_bytes) ? start : UINT64_MAX;
 }
@@ -135,8 +134,7 @@ static void publish(struct memprof_stacktab *st, struct memprof_stack *s)
 {
     if (memprof_atomic_load_acquire(&s->flags) & MEMPROF_STACK_PUBLISHED)
         return;
-    uint16_t old =
-        atomic_fetch_or_explicit(&s->flags, MEMPROF_STACK_PUBLISHED, memory_order_acq_rel);
+    uint16_t old = memprof_atomic_or_acqrel(&s->flags, MEMPROF_STACK_PUBLISHED);
     if (!(old & MEMPROF_STACK_PUBLISHED))
         memprof_atomic_add_relaxed(&st->published, 1);
 }
@@ -210,8 +208,7 @@ uint32_t memprof__st_intern_mixed(struct memprof_stacktab *st, const uintptr_t *
     for (;;) {
         memprof_atomic_store_relaxed(&s->next, head);
         uint32_t seen = head;
-        if (atomic_compare_exchange_strong_explicit(bucket, &head, link, memory_order_release,
-                                                    memory_order_acquire))
+        if (memprof_atomic_cas_release(bucket, &head, link))
             break;
         /* Records pushed since we looked: the chain from the new head down to `seen`. */
         hit = find_in_chain(st, head, seen, &k);

@@ -10,6 +10,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "common/atomic.h"
+
 #define BOOTSTRAP_BYTES MEMPROF_BOOTSTRAP_BYTES
 #define HEADER          16
 #define heap            memprof__bootstrap_heap
@@ -26,7 +28,9 @@ void *memprof__bootstrap_alloc(size_t n, size_t align)
         return NULL;
     }
     size_t need = (n + HEADER - 1) / HEADER * HEADER;
-    size_t cur = atomic_load(&used), start, end;
+    /* Relaxed: the read-modify-write alone makes the ranges disjoint; the memory is static and
+     * zeroed, so there is nothing else to publish. */
+    size_t cur = memprof_atomic_load_relaxed(&used), start, end;
     do {
         start = (cur + HEADER + align - 1) & ~(align - 1); /* block start, header before it */
         end = start + need;
@@ -34,7 +38,7 @@ void *memprof__bootstrap_alloc(size_t n, size_t align)
             errno = ENOMEM;
             return NULL;
         }
-    } while (!atomic_compare_exchange_weak(&used, &cur, end));
+    } while (!memprof_atomic_cas_weak_relaxed(&used, &cur, end));
     *(size_t *)(heap + start - HEADER) = n;
     return heap + start;
 }

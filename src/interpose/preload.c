@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/atomic.h"
 #include "core/engine.h"
 #include "core/platform.h"
 #include "interpose/bootstrap.h"
@@ -73,9 +74,9 @@ static void *next(const char *name, int required)
 static bool resolve_real(void)
 {
     int expected = 0;
-    if (atomic_load_explicit(&resolve_state, memory_order_acquire) == 2)
+    if (memprof_atomic_load_acquire(&resolve_state) == 2)
         return true;
-    if (!atomic_compare_exchange_strong(&resolve_state, &expected, 1))
+    if (!memprof_atomic_cas_seqcst(&resolve_state, &expected, 1))
         return expected == 2;
     real.free = next("free", 1);
     real.calloc = next("calloc", 1);
@@ -95,7 +96,7 @@ static bool resolve_real(void)
         real.pvalloc = NULL;
     real.malloc_usable_size = next("malloc_usable_size", 1);
     real.malloc = next("malloc", 1);
-    atomic_store_explicit(&resolve_state, 2, memory_order_release);
+    memprof_atomic_store_release(&resolve_state, 2);
     return true;
 }
 
@@ -103,8 +104,7 @@ static bool resolve_real(void)
  * its early_*() function or the real one. */
 static inline bool ready(void)
 {
-    return MEMPROF_LIKELY(atomic_load_explicit(&resolve_state, memory_order_acquire) == 2) ||
-           resolve_real();
+    return MEMPROF_LIKELY(memprof_atomic_load_acquire(&resolve_state) == 2) || resolve_real();
 }
 
 /* The real functions, once known; before that, the bootstrap heap. They are called by the

@@ -189,8 +189,9 @@ bool memprof__preload_private_fds(void)
 {
     /* Without the thread's id (a seccomp filter forbids asking: core/sandbox.h) any thread
      * may be the writer: the cautious answer, with which no descriptor is taken for one. */
-    return atomic_load(&writer_private) && (!memprof__sys_allowed(MEMPROF_SYS_IDS) ||
-                                            atomic_load(&writer_tid) == syscall(SYS_gettid));
+    return memprof_atomic_load_seqcst(&writer_private) &&
+           (!memprof__sys_allowed(MEMPROF_SYS_IDS) ||
+            memprof_atomic_load_seqcst(&writer_tid) == syscall(SYS_gettid));
 }
 
 int memprof__preload_program_fd(int n)
@@ -241,11 +242,11 @@ static void *writer_main(void *arg)
     /* The program has no reason to cancel this thread, and must not leave dump_lock held
      * by trying. */
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-    atomic_store(&writer_tid, syscall(SYS_gettid));
-    atomic_store(&writer_private, private_table && own_descriptor_table());
+    memprof_atomic_store_seqcst(&writer_tid, syscall(SYS_gettid));
+    memprof_atomic_store_seqcst(&writer_private, private_table && own_descriptor_table());
     for (;;) {
         int rc;
-        if (cfg.interval_s && !atomic_load(&exit_requested)) {
+        if (cfg.interval_s && !memprof_atomic_load_seqcst(&exit_requested)) {
             struct timespec deadline;
             clock_gettime(CLOCK_REALTIME, &deadline);
             deadline.tv_sec += cfg.interval_s;
@@ -257,11 +258,11 @@ static void *writer_main(void *arg)
         }
         /* Asked to end (a pause), unless exit() wants its profile first. */
         int asked = STOP_ASKED;
-        if (!atomic_load(&exit_requested) &&
-            atomic_compare_exchange_strong(&writer_stop, &asked, STOP_TAKEN))
+        if (!memprof_atomic_load_seqcst(&exit_requested) &&
+            memprof_atomic_cas_seqcst(&writer_stop, &asked, STOP_TAKEN))
             break;
         pthread_mutex_lock(&dump_lock);
-        if (atomic_load(&exit_requested)) {
+        if (memprof_atomic_load_seqcst(&exit_requested)) {
             if (!exiting) {
                 exiting = 1;
                 dump("exit-time");
@@ -390,11 +391,11 @@ static bool exit_profile_on_writer(void)
     pthread_mutex_unlock(&writer_ctl);
     if (!started)
         return false;
-    atomic_store(&exit_requested, 1);
+    memprof_atomic_store_seqcst(&exit_requested, 1);
     sem_post(&wakeup);
     /* The writer's kernel id, once it has stored it (it does so first thing). */
     long tid = 0;
-    for (int i = 0; i < 1000 && !(tid = atomic_load(&writer_tid)); i++) {
+    for (int i = 0; i < 1000 && !(tid = memprof_atomic_load_seqcst(&writer_tid)); i++) {
         struct timespec tick = {0, 1000 * 1000};
         nanosleep(&tick, NULL);
     }
@@ -418,13 +419,13 @@ bool memprof__preload_writer_pause(void)
         pthread_mutex_unlock(&writer_ctl);
         return false;
     }
-    atomic_store(&writer_stop, STOP_ASKED);
+    memprof_atomic_store_seqcst(&writer_stop, STOP_ASKED);
     sem_post(&wakeup);
     /* It ends when the dump it is writing is written. */
     struct timespec until = in_seconds(CLOCK_REALTIME, PAUSE_WAIT_S);
     if (pthread_timedjoin_np(writer_thread, NULL, &until) != 0) {
         int asked = STOP_ASKED;
-        if (atomic_compare_exchange_strong(&writer_stop, &asked, STOP_NONE)) {
+        if (memprof_atomic_cas_seqcst(&writer_stop, &asked, STOP_NONE)) {
             /* Still writing: leave it be (the call will see it), and it carries on. */
             pthread_mutex_unlock(&writer_ctl);
             return false;
@@ -433,15 +434,15 @@ bool memprof__preload_writer_pause(void)
     }
     /* pthread_join() returns when the thread's id is released, before the kernel has taken
      * the thread out of the process; until it has, the process is not single-threaded. */
-    long tid = atomic_load(&writer_tid);
+    long tid = memprof_atomic_load_seqcst(&writer_tid);
     for (int i = 0; i < 10000 && syscall(SYS_tgkill, getpid(), tid, 0) == 0; i++) {
         struct timespec tick = {0, 100 * 1000};
         nanosleep(&tick, NULL);
     }
     writer_pid = 0;
-    atomic_store(&writer_tid, 0);
-    atomic_store(&writer_private, false);
-    atomic_store(&writer_stop, STOP_NONE);
+    memprof_atomic_store_seqcst(&writer_tid, 0);
+    memprof_atomic_store_seqcst(&writer_private, false);
+    memprof_atomic_store_seqcst(&writer_stop, STOP_NONE);
     return true; /* writer_ctl stays held until memprof__preload_writer_resume() */
 }
 
@@ -498,9 +499,9 @@ static void atfork_child(void)
     sem_init(&wakeup, 0, 0);
     sem_init(&exit_done, 0, 0);
     writer_pid = 0;
-    atomic_store(&writer_tid, 0);
-    atomic_store(&writer_private, false);
-    atomic_store(&writer_stop, STOP_NONE);
+    memprof_atomic_store_seqcst(&writer_tid, 0);
+    memprof_atomic_store_seqcst(&writer_private, false);
+    memprof_atomic_store_seqcst(&writer_stop, STOP_NONE);
 }
 
 void memprof__preload_dump_setup(const struct memprof_dump_config *c)

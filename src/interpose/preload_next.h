@@ -14,15 +14,17 @@
 #include <errno.h>
 #include <stdatomic.h>
 
+#include "common/atomic.h"
+
 /* The next definition of `name`, cached in *cache; NULL with errno ENOSYS if libc has none,
  * and the caller then fails as the call would without a libc function. Racing first calls
  * look it up twice and store the same address. */
 static inline void *memprof__preload_next(_Atomic(void *) *cache, const char *name)
 {
-    void *f = atomic_load_explicit(cache, memory_order_acquire);
+    void *f = memprof_atomic_load_acquire(cache);
     if (!f) {
         f = dlsym(RTLD_NEXT, name);
-        atomic_store_explicit(cache, f, memory_order_release);
+        memprof_atomic_store_release(cache, f);
     }
     if (!f)
         errno = ENOSYS;

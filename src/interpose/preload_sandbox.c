@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
+#include "common/atomic.h"
 #include "core/engine.h"
 #include "interpose/seccomp.h"
 
@@ -33,8 +34,8 @@ static _Atomic(prctl_fn *) next_prctl;
 
 __attribute__((constructor(102))) static void resolve_next(void)
 {
-    atomic_store(&next_syscall, (syscall_fn *)dlsym(RTLD_NEXT, "syscall"));
-    atomic_store(&next_prctl, (prctl_fn *)dlsym(RTLD_NEXT, "prctl"));
+    memprof_atomic_store_seqcst(&next_syscall, (syscall_fn *)dlsym(RTLD_NEXT, "syscall"));
+    memprof_atomic_store_seqcst(&next_prctl, (prctl_fn *)dlsym(RTLD_NEXT, "prctl"));
 }
 
 /* The system call instruction, with glibc's convention for the result. */
@@ -74,13 +75,13 @@ static long raw_syscall(long nr, const long *a)
 
 static long forward_syscall(long nr, const long *a)
 {
-    syscall_fn *f = atomic_load_explicit(&next_syscall, memory_order_relaxed);
+    syscall_fn *f = memprof_atomic_load_relaxed(&next_syscall);
     return f ? f(nr, a[0], a[1], a[2], a[3], a[4], a[5]) : raw_syscall(nr, a);
 }
 
 static int forward_prctl(int option, const unsigned long *a)
 {
-    prctl_fn *f = atomic_load_explicit(&next_prctl, memory_order_relaxed);
+    prctl_fn *f = memprof_atomic_load_relaxed(&next_prctl);
     if (f)
         return f(option, a[0], a[1], a[2], a[3]);
     long args[6] = {option, (long)a[0], (long)a[1], (long)a[2], (long)a[3], 0};
