@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Frame-pointer stack walking bounded by the thread's stack (see capture.h), and the
- * registry of the profiler's own code ranges skipped at the leaf end.
+ * Frame-pointer stack walking bounded by the thread's stack (see capture.h), the DWARF
+ * unwinder (glibc's backtrace(), or libunwind loaded where glibc needs it), and the registry
+ * of the profiler's own code ranges skipped at the leaf end.
  */
 #define _GNU_SOURCE /* RTLD_DEFAULT */
 #include "config.h"
@@ -122,6 +123,23 @@ bool memprof__capture_have_dwarf(void)
  * give the same return addresses, starting with capture_dwarf's own. */
 static bool use_backtrace;
 
+/* libunwind's unw_backtrace(), loaded by memprof__capture_warm_up() where glibc has no
+ * _dl_find_object(): the library is not linked, so that the processes that never need it
+ * (every one on glibc 2.35 or later) do not map it, nor the liblzma it brings, at start. */
+typedef int (*unw_backtrace_fn)(void **, int);
+/* The soname of the nongnu libunwind the headers come from (8 since 2012). */
+#define MEMPROF_LIBUNWIND_SONAME "libunwind.so.8"
+static unw_backtrace_fn unw_bt;
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x)  STRINGIFY_(x)
+
+/* dlopen() allocates and takes the loader's lock: warm-up time only, never in a hook. */
+static unw_backtrace_fn load_libunwind(void)
+{
+    void *h = dlopen(MEMPROF_LIBUNWIND_SONAME, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    return h ? (unw_backtrace_fn)dlsym(h, STRINGIFY(unw_backtrace)) : NULL;
+}
+
 void memprof__capture_after_fork(void)
 {
     use_backtrace = true;
@@ -132,7 +150,7 @@ static MEMPROF_NOINLINE MEMPROF_SAMPLING_TEXT unsigned capture_dwarf(uintptr_t *
 {
     void *buf[MEMPROF_CAPTURE_MAX + OWN_FRAMES_MARGIN + 1];
     int want = (int)max + OWN_FRAMES_MARGIN + 1;
-    int got = MEMPROF_LIKELY(use_backtrace) ? backtrace(buf, want) : unw_backtrace(buf, want);
+    int got = MEMPROF_LIKELY(use_backtrace) ? backtrace(buf, want) : unw_bt(buf, want);
     int i = 0;
     while (i < got && is_own((uintptr_t)buf[i]))
         i++;
@@ -159,8 +177,12 @@ void memprof__capture_warm_up(void)
         use_backtrace = true;
         return;
     }
+    if (!unw_bt && !(unw_bt = load_libunwind())) {
+        use_backtrace = true; /* libunwind is not installed: libgcc's unwinder it is */
+        return;
+    }
     /* Before libunwind's first use in this process, which would open its pipe. */
-    memprof__unwind_probes_install((const void *)unw_backtrace);
+    memprof__unwind_probes_install((const void *)unw_bt);
     uintptr_t frames[8];
     bool truncated;
     capture_dwarf(frames, 8, &truncated);

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Native symbolization (symbols.h): the per-address cache, module identity (path, build id,
- * load bias), and two back ends, libdw (file:line and inlined frames) and dladdr plus the
- * module's ELF symbol table. One mutex serialises everything here: lookups only run at
- * resolve and export time, and libdw's Dwfl is not thread-safe.
+ * load bias), and two back ends: libdw (file:line and inlined frames), loaded with the
+ * symbolizer module on the first lookup (symbolizer.h), and, when that module cannot be
+ * loaded, dladdr plus the module's ELF symbol table. One mutex serialises everything here:
+ * lookups only run at resolve and export time, and libdw's Dwfl is not thread-safe.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -20,16 +21,10 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#if HAVE_LIBDW
-#include <dwarf.h>
-#include <elfutils/libdw.h>
-#include <elfutils/libdwfl.h>
-#endif
 
 #include "core/hash.h"
-#include "resolve/debugfind.h"
-#include "resolve/demangle.h"
 #include "resolve/strpool.h"
+#include "resolve/symbolizer.h"
 
 #define MAX_INLINE_DEPTH 32
 
@@ -37,10 +32,25 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t n_resolved, n_unresolved;
 static bool symbolize = true; /* memprof__sym_set_symbolize() */
 
+/* The symbolizer module's table (symbolizer.h), NULL until asked for or when it cannot be
+ * loaded. Asked for once, under the lock, by the first lookup that needs names. */
+static const struct memprof__symbolizer *backend;
+static bool backend_asked;
+
+static const struct memprof__symbolizer *symbolizer(void)
+{
+    if (!backend_asked) {
+        backend = memprof__symbolizer_get();
+        backend_asked = true;
+    }
+    return backend;
+}
+
 /* ---- demangling ------------------------------------------------------------------------- */
 
-/* The profiler demangles C++ and Rust names itself (demangle.h), whatever the process
- * loaded. Symbol-table names may carry an ELF symbol version ("memcpy@@GLIBC_2.14"), which
+/* The profiler demangles C++ and Rust names itself (demangle.h, in the symbolizer module:
+ * names stay as spelled when it cannot be loaded), whatever the process loaded. Symbol-table
+ * names may carry an ELF symbol version ("memcpy@@GLIBC_2.14"), which
  * is no part of the function's name. *system gets the name as the binary spells it (pprof's
  * system_name) when that differs from the one returned, else NULL. */
 static const char *demangle(const char *versioned, const char **system)
@@ -52,7 +62,8 @@ static const char *demangle(const char *versioned, const char **system)
     char *name = at && at != versioned ? strndup(versioned, (size_t)(at - versioned)) : NULL;
     const char *spelled = memprof__strpool_intern(name ? name : versioned);
     free(name);
-    char *readable = spelled ? memprof__demangle(spelled) : NULL;
+    const struct memprof__symbolizer *sz = spelled ? symbolizer() : NULL;
+    char *readable = sz ? sz->demangle(spelled) : NULL;
     if (!readable)
         return spelled;
     const char *out = memprof__strpool_intern(readable);
@@ -184,11 +195,10 @@ static int by_start(const void *a, const void *b)
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
-#if !HAVE_LIBDW
-/* Reads the function symbols of an ELF file (.symtab if present, else .dynsym). */
-static void load_symtab(struct symtab *t, const void *mod)
+/* Reads the function symbols of an ELF file (.symtab if present, else .dynsym): the back end
+ * without the symbolizer module. */
+static void load_symtab(struct symtab *t)
 {
-    (void)mod;
     int fd = open(t->path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0)
@@ -241,51 +251,10 @@ static void load_symtab(struct symtab *t, const void *mod)
 out:
     munmap((void *)map, len);
 }
-#else
-/* Reads a module's function symbols through libdw, which also finds separate debug files
- * and MiniDebugInfo. */
-static void load_symtab(struct symtab *t, const void *mod)
-{
-    Dwfl_Module *m = (Dwfl_Module *)mod;
-    int nsyms = dwfl_module_getsymtab(m);
-    Dwarf_Addr bias = 0;
-    if (nsyms <= 0 || !dwfl_module_getelf(m, &bias))
-        return;
-    t->syms = calloc((size_t)nsyms, sizeof *t->syms);
-    if (!t->syms)
-        return;
-    size_t n = 0;
-    for (int i = 0; i < nsyms; i++) {
-        GElf_Sym sym;
-        GElf_Addr addr;
-        GElf_Word shndx = SHN_UNDEF;
-        Elf *elf = NULL;
-        const char *name = dwfl_module_getsym_info(m, i, &sym, &addr, &shndx, &elf, NULL);
-        int type = GELF_ST_TYPE(sym.st_info);
-        if (!name || !*name || addr == 0 || (type != STT_FUNC && type != STT_GNU_IFUNC) ||
-            shndx == SHN_UNDEF || shndx >= SHN_LORESERVE)
-            continue;
-        uintptr_t start = addr - bias, size = sym.st_size;
-        if (!size) {
-            GElf_Shdr mem, *sh = elf ? gelf_getshdr(elf_getscn(elf, shndx), &mem) : NULL;
-            if (sh && sh->sh_addr + sh->sh_size > start)
-                size = sh->sh_addr + sh->sh_size - start;
-        }
-        if (!size)
-            continue; /* not inside its section: nothing it can answer for */
-        const char *system;
-        const char *readable = demangle(name, &system);
-        t->syms[n++] = (struct func_sym){start, size, readable, system};
-    }
-    t->n = n;
-    qsort(t->syms, n, sizeof *t->syms, by_start);
-}
-#endif
-
-/* Looks vaddr (a file address) up in the index of module `path`; `mod` is what the back
- * end needs to build the index. Returns the function's name, its spelling in *system. */
-static const char *symtab_lookup(const char *path, const void *mod, uintptr_t vaddr,
-                                 uintptr_t *offset, const char **system)
+/* Looks vaddr (a file address) up in the index of module `path`. Returns the function's
+ * name, its spelling in *system. */
+static const char *symtab_lookup(const char *path, uintptr_t vaddr, uintptr_t *offset,
+                                 const char **system)
 {
     *system = NULL;
     struct symtab *t = symtabs;
@@ -295,7 +264,7 @@ static const char *symtab_lookup(const char *path, const void *mod, uintptr_t va
         if (!(t = calloc(1, sizeof *t)))
             return NULL;
         t->path = path;
-        load_symtab(t, mod);
+        load_symtab(t);
         t->next = symtabs;
         symtabs = t;
     }
@@ -318,260 +287,6 @@ static const char *symtab_lookup(const char *path, const void *mod, uintptr_t va
     return f->name;
 }
 
-/* ---- libdw back end ----------------------------------------------------------------------- */
-
-#if HAVE_LIBDW
-static Dwfl *dwfl;
-static unsigned long long reported_adds = ~0ull;
-
-static int adds_cb(struct dl_phdr_info *info, size_t size, void *data)
-{
-    if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds)
-        *(unsigned long long *)data = info->dlpi_adds;
-    return 1;
-}
-
-/* (Re)reads the process's modules when objects were loaded since the last report. */
-/* Separate debug files from this machine only (symbols.h: libdw's standard search would
- * ask the servers of DEBUGINFOD_URLS from inside the profiled program). */
-static int find_local_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
-                                Dwarf_Addr base, const char *file_name, const char *debuglink,
-                                GElf_Word crc, char **debuginfo_file_name)
-{
-    (void)userdata, (void)modname, (void)base, (void)crc;
-    return memprof__debug_find(mod, file_name, debuglink, NULL, 0, debuginfo_file_name);
-}
-
-static void dwfl_refresh(void)
-{
-    static Dwfl_Callbacks callbacks = {
-        .find_elf = dwfl_linux_proc_find_elf,
-        .find_debuginfo = find_local_debuginfo,
-    };
-    unsigned long long adds = 0;
-    dl_iterate_phdr(adds_cb, &adds);
-    if (dwfl && adds == reported_adds)
-        return;
-    if (!dwfl) {
-        /* The user may let the process ask debuginfod itself (symbols.h). */
-        const char *ask = getenv("MEMPROF_DEBUGINFOD");
-        if (ask && !strcmp(ask, "1"))
-            callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
-        if (!(dwfl = dwfl_begin(&callbacks)))
-            return;
-    }
-    dwfl_report_begin(dwfl);
-    dwfl_linux_proc_report(dwfl, getpid());
-    dwfl_report_end(dwfl, NULL, NULL);
-    reported_adds = adds;
-}
-
-/* A DIE's name: the demangled linkage name if there is one, else DW_AT_name; both looked up
- * through DW_AT_abstract_origin/DW_AT_specification (dwarf_attr_integrate). */
-static const char *die_name(Dwarf_Die *die, const char **system)
-{
-    Dwarf_Attribute attr;
-    const char *name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
-    if (!name)
-        name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
-    if (!name)
-        name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &attr));
-    return demangle(name, system);
-}
-
-/* ---- per-CU function scope index --------------------------------------------------------
- * dwarf_getscopes() walks a compilation unit's DIE tree from its root on every call. With a
- * large CU and many addresses that dominates symbolization, so each CU's function scopes
- * (subprograms and inlined subroutines with their address ranges and nesting depth) are
- * collected once and searched per address instead. */
-
-struct scope {
-    Dwarf_Addr lo, hi;
-    Dwarf_Die die;
-    unsigned depth;
-};
-
-struct cu_index {
-    Dwarf *dbg;
-    Dwarf_Off off;
-    struct scope *v;
-    size_t n, cap;
-    struct cu_index *next;
-};
-
-#define CU_BUCKETS 1024
-static struct cu_index *cu_buckets[CU_BUCKETS];
-
-static void add_scope(struct cu_index *cu, Dwarf_Die *die, unsigned depth)
-{
-    ptrdiff_t off = 0;
-    Dwarf_Addr base, lo, hi;
-    while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
-        if (cu->n == cu->cap) {
-            size_t cap = cu->cap ? cu->cap * 2 : 64;
-            struct scope *v = realloc(cu->v, cap * sizeof *v);
-            if (!v)
-                return;
-            cu->v = v;
-            cu->cap = cap;
-        }
-        cu->v[cu->n++] = (struct scope){lo, hi, *die, depth};
-    }
-}
-
-static void walk_scopes(struct cu_index *cu, Dwarf_Die *first, unsigned depth)
-{
-    Dwarf_Die die = *first;
-    do {
-        int tag = dwarf_tag(&die);
-        if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine)
-            add_scope(cu, &die, depth);
-        /* Functions and inlined code nest inside these; nothing else holds code. */
-        bool descend = tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
-                       tag == DW_TAG_lexical_block || tag == DW_TAG_namespace ||
-                       tag == DW_TAG_class_type || tag == DW_TAG_structure_type ||
-                       tag == DW_TAG_union_type || tag == DW_TAG_module;
-        Dwarf_Die child;
-        if (descend && depth < 64 && dwarf_child(&die, &child) == 0)
-            walk_scopes(cu, &child, depth + 1);
-    } while (dwarf_siblingof(&die, &die) == 0);
-}
-
-static struct cu_index *cu_index_get(Dwarf_Die *cudie)
-{
-    Dwarf *dbg = dwarf_cu_getdwarf(cudie->cu);
-    Dwarf_Off off = dwarf_dieoffset(cudie);
-    size_t b = (size_t)(memprof__mix64(off ^ (uint64_t)(uintptr_t)dbg) & (CU_BUCKETS - 1));
-    for (struct cu_index *c = cu_buckets[b]; c; c = c->next)
-        if (c->dbg == dbg && c->off == off)
-            return c;
-    struct cu_index *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
-    c->dbg = dbg;
-    c->off = off;
-    Dwarf_Die child;
-    if (dwarf_child(cudie, &child) == 0)
-        walk_scopes(c, &child, 1);
-    c->next = cu_buckets[b];
-    cu_buckets[b] = c;
-    return c;
-}
-
-/* The function scopes containing addr, innermost first. Returns the count. */
-static unsigned scopes_at(struct cu_index *cu, Dwarf_Addr addr, Dwarf_Die *out, unsigned max)
-{
-    struct scope *hits[MAX_INLINE_DEPTH];
-    unsigned n = 0;
-    for (size_t i = 0; i < cu->n && n < MAX_INLINE_DEPTH; i++)
-        if (addr >= cu->v[i].lo && addr < cu->v[i].hi)
-            hits[n++] = &cu->v[i];
-    /* Deepest first (insertion sort: a handful of entries). */
-    for (unsigned i = 1; i < n; i++)
-        for (unsigned j = i; j > 0 && hits[j]->depth > hits[j - 1]->depth; j--) {
-            struct scope *t = hits[j];
-            hits[j] = hits[j - 1];
-            hits[j - 1] = t;
-        }
-    unsigned k = 0;
-    for (; k < n && k < max; k++)
-        out[k] = hits[k]->die;
-    return k;
-}
-
-/* The CU containing addr when the module has no .debug_aranges (clang does not emit them by
- * default, and libdw 0.188 then finds no CU): a scan of the CU headers, remembering the
- * last hit, since consecutive lookups tend to fall in the same CU. */
-static Dwarf_Die *cu_by_scan(Dwfl_Module *mod, Dwarf_Addr addr, Dwarf_Die *out, Dwarf_Addr *bias)
-{
-    static Dwarf *last_dw;
-    static Dwarf_Off last_off;
-    Dwarf *dw = dwfl_module_getdwarf(mod, bias);
-    if (!dw)
-        return NULL;
-    Dwarf_Addr a = addr - *bias;
-    if (dw == last_dw && dwarf_offdie(dw, last_off, out) && dwarf_haspc(out, a) > 0)
-        return out;
-    Dwarf_Off off = 0, next;
-    size_t hsize;
-    while (dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
-        if (dwarf_offdie(dw, off + hsize, out) && dwarf_haspc(out, a) > 0) {
-            last_dw = dw;
-            last_off = off + hsize;
-            return out;
-        }
-        off = next;
-    }
-    return NULL;
-}
-
-/* Fills frames (innermost first) from the DWARF scopes at addr; symname is the symbol-table
- * name of the function (already interned; symsys its spelling, demangle()), used for the
- * outermost frame. Returns the count. */
-static unsigned dwarf_frames(Dwfl_Module *mod, Dwarf_Addr addr, const char *symname,
-                             const char *symsys, struct memprof_sym_frame *frames, unsigned max)
-{
-    const char *file = NULL;
-    int line = 0;
-    Dwfl_Line *l = dwfl_module_getsrc(mod, addr);
-    if (l)
-        file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
-    unsigned n = 0;
-    Dwarf_Addr bias;
-    Dwarf_Die cu_storage;
-    Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias);
-    if (!cu && (cu = cu_by_scan(mod, addr, &cu_storage, &bias)) != NULL && !l) {
-        /* No .debug_aranges: the line table of the CU found by the scan. */
-        Dwarf_Line *dl = dwarf_getsrc_die(cu, addr - bias);
-        if (dl) {
-            file = dwarf_linesrc(dl, NULL, NULL);
-            dwarf_lineno(dl, &line);
-        }
-    }
-    struct cu_index *index = cu ? cu_index_get(cu) : NULL;
-    Dwarf_Die scopes[MAX_INLINE_DEPTH];
-    unsigned nscopes = index ? scopes_at(index, addr - bias, scopes, MAX_INLINE_DEPTH) : 0;
-    Dwarf_Files *files = NULL;
-    size_t nfiles = 0;
-    if (cu)
-        dwarf_getsrcfiles(cu, &files, &nfiles);
-    for (unsigned i = 0; i < nscopes && n < max; i++) {
-        int tag = dwarf_tag(&scopes[i]);
-        if (tag == DW_TAG_inlined_subroutine) {
-            const char *system;
-            const char *name = die_name(&scopes[i], &system);
-            frames[n++] = (struct memprof_sym_frame){name, memprof__strpool_intern(file),
-                                                     (uint32_t)(line > 0 ? line : 0), true, system};
-            /* The caller's position is this inline instance's call site. */
-            Dwarf_Attribute attr;
-            Dwarf_Word fidx = 0, cline = 0;
-            file = NULL;
-            if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &attr), &fidx) == 0 &&
-                files && fidx < nfiles)
-                file = dwarf_filesrc(files, fidx, NULL, NULL);
-            line = dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &attr), &cline) == 0
-                       ? (int)cline
-                       : 0;
-        } else {
-            const char *system = symsys;
-            const char *name = symname ? symname : die_name(&scopes[i], &system);
-            frames[n++] =
-                (struct memprof_sym_frame){name, memprof__strpool_intern(file),
-                                           (uint32_t)(line > 0 ? line : 0), false, system};
-            break;
-        }
-    }
-    if (n == 0 || frames[n - 1].inlined) {
-        /* No DWARF function scope (no debug info, or a gap): the symbol table's name. */
-        if (n < max)
-            frames[n++] =
-                (struct memprof_sym_frame){symname, memprof__strpool_intern(file),
-                                           (uint32_t)(line > 0 ? line : 0), false, symsys};
-    }
-    return n;
-}
-#endif
-
 /* ---- resolution and cache ----------------------------------------------------------------- */
 
 static struct memprof_sym *resolve(uintptr_t pc, bool names)
@@ -585,28 +300,17 @@ static struct memprof_sym *resolve(uintptr_t pc, bool names)
     path = memprof__strpool_intern(path);
     if (!names)
         goto done; /* the module and its segment are all a later symbolization needs */
-#if HAVE_LIBDW
-    dwfl_refresh();
-    Dwfl_Module *mod = dwfl ? dwfl_addrmodule(dwfl, lookup) : NULL;
-    if (mod) {
-        Dwarf_Addr bias = 0;
-        dwfl_module_getelf(mod, &bias);
-        uintptr_t off = 0;
-        const char *symsys = NULL;
-        const char *symname = path ? symtab_lookup(path, mod, lookup - bias, &off, &symsys) : NULL;
-        sym_offset = symname ? off + 1 : 0;
-        n = dwarf_frames(mod, lookup, symname, symsys, frames, MAX_INLINE_DEPTH);
-    }
-#else
-    if (path) {
+    const struct memprof__symbolizer *sz = symbolizer();
+    if (sz && sz->process_frames) {
+        n = sz->process_frames(lookup, path, frames, MAX_INLINE_DEPTH, &sym_offset);
+    } else if (path) {
         const char *system;
-        const char *name = symtab_lookup(path, NULL, lookup - q.bias, &sym_offset, &system);
+        const char *name = symtab_lookup(path, lookup - q.bias, &sym_offset, &system);
         if (name) {
             frames[n++] = (struct memprof_sym_frame){name, NULL, 0, false, system};
             sym_offset += 1;
         }
     }
-#endif
     if (n == 0 || !frames[n - 1].function) {
         /* Last resort: the dynamic symbol table through dladdr, which answers with the
          * nearest symbol before the address whatever its size or section: only a defined
@@ -660,15 +364,12 @@ unsigned memprof__sym_module_frames(struct Dwfl_Module *mod, const char *key, ui
                                     uintptr_t *sym_offset)
 {
     pthread_mutex_lock(&lock);
-    Dwarf_Addr bias = 0;
-    uintptr_t off = 0;
-    dwfl_module_getelf(mod, &bias);
-    const char *symsys;
-    const char *symname = symtab_lookup(key, mod, addr - bias, &off, &symsys);
-    *sym_offset = symname ? off + 1 : 0;
-    unsigned n = dwarf_frames(mod, addr, symname, symsys, frames, max);
+    const struct memprof__symbolizer *sz = symbolizer();
+    *sym_offset = 0;
+    unsigned n =
+        sz && sz->module_frames ? sz->module_frames(mod, key, addr, frames, max, sym_offset) : 0;
     pthread_mutex_unlock(&lock);
-    return n == 1 && !frames[0].function && !frames[0].file ? 0 : n;
+    return n;
 }
 #endif
 
@@ -753,11 +454,8 @@ void memprof__sym_fork_child(bool held)
         cache = NULL;
         cache_cap = cache_used = 0;
         symtabs = NULL;
-#if HAVE_LIBDW
-        dwfl = NULL;
-        reported_adds = ~0ull;
-        memset(cu_buckets, 0, sizeof cu_buckets);
-#endif
+        if (backend) /* never loaded here: dlopen() in a fork handler is no option */
+            backend->forget();
         memprof__strpool_forget();
     }
     pthread_mutex_init(&lock, NULL);
