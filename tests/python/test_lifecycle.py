@@ -6,7 +6,7 @@ started by the preload plugin."""
 
 import pytest
 
-from conftest import PROLOGUE, _runner
+from conftest import PROLOGUE, _runner, listcomp_frames
 
 ERRORS = PROLOGUE + """
 def err(fn, *a, **k):
@@ -140,25 +140,38 @@ def test_frees_of_blocks_from_before_start_are_harmless(backend):
     assert r["live"] > 0
 
 
-ALREADY_STARTED = PROLOGUE + """
+JOINS_THE_PLUGIN = PROLOGUE + """
+import warnings
 def make():
     return bytearray(32 << 20)
 
-try:
-    memprof.start()
-except RuntimeError as e:
-    msg = str(e)
+def small():
+    return [dict(a="x%d" % i) for i in range(100000)]
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    memprof.start(sampling_rate_kb=64)      # under the plugin: joins, at the plugin's rate
+    memprof.start()                          # again: still joined, said once only
 x = make()
+y = small()
+memprof.stop()                               # leaves the plugin's profile running
+state_after_stop = memprof.get_stats().state
+memprof.shutdown()                           # so does this
 snap = memprof.get_snapshot()
-emit(dict(msg=msg, state=memprof.get_stats().state,
+stats = memprof.get_stats()
+emit(dict(warnings=[str(w.message) for w in caught], after_stop=state_after_stop,
+          state=stats.state, pymem=stats.pymem_samples,
           fns=[s.function for s in snap.top_allocators(5)]))
 """
 
 
-def test_profiler_started_by_the_preload_plugin(tmp_path):
+def test_start_under_the_preload_plugin_joins_its_profile(tmp_path):
     runner = _runner("preload", tmp_path)
-    r = runner.json(ALREADY_STARTED, env={"MEMPROF_START": "1"})
-    assert "already active" in r["msg"] and "LD_PRELOAD" in r["msg"]
-    assert r["state"] == "active"
-    # The frame source went in before start() failed, so Python frames still show.
-    assert "make" in r["fns"]
+    r = runner.json(JOINS_THE_PLUGIN, env={"MEMPROF_START": "1"})
+    assert len(r["warnings"]) == 1, r["warnings"]
+    assert "joined the running profile" in r["warnings"][0]
+    assert "524288 bytes" in r["warnings"][0] and "ignored" not in r["warnings"][0]
+    assert r["after_stop"] == "active" and r["state"] == "active"
+    # The frame source and the PyMem hooks joined too: Python frames, pymalloc samples.
+    assert "make" in r["fns"] and listcomp_frames("small")[0] in r["fns"]
+    assert r["pymem"] > 0

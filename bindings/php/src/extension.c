@@ -7,7 +7,10 @@
  * written at its end (RSHUTDOWN, while the script's globals are still live) to
  * MEMPROF_OUTPUT (`%p` = pid, `%%` = %; the format from its extension), or as text on
  * standard error when MEMPROF_OUTPUT is unset. Without MEMPROF_PHP nothing starts until the
- * script calls memprof_enable(), and the extension costs nothing.
+ * script calls memprof_enable(), and the extension costs nothing. Under `memprof run` (which
+ * sets MEMPROF_PHP=1 and loads the extension) or `memprof attach`, the engine is theirs:
+ * memprof_init() and memprof_start() answer MEMPROF_JOINED, the extension adds its PHP frames
+ * and Zend heap hooks to that profile, and writes nothing itself.
  *
  * The engine is libmemprof's, in libmemprof.so.1: memprof_start() puts its GOT backend on
  * malloc in every loaded object. PHP unloads extensions at module shutdown, which would take
@@ -31,6 +34,9 @@
 
 static zend_long ini_rate; /* memprof.sampling_rate, bytes */
 static bool from_env;      /* MEMPROF_PHP=1 */
+static bool joined;        /* the profile is memprof run's or memprof attach's */
+static bool joined_said;   /* memprof_enable() said so (once) */
+static bool in_rinit;      /* mpphp_start() for a request's start: joins silently */
 static bool warned_custom; /* the Zend heap could not be hooked (said once) */
 static bool pinned;
 
@@ -114,10 +120,23 @@ int mpphp_start(uint64_t rate)
     int rc = mpphp_frames_register();
     if (rc < 0)
         return rc;
-    if (state != MEMPROF_STATE_ACTIVE) {
-        rc = memprof_start();
-        if (rc < 0 && rc != -EALREADY)
-            return rc;
+    /* Under memprof run or memprof attach the profile is theirs: join it (MEMPROF_JOINED),
+     * at their rate, which the script is told once. */
+    rc = memprof_start();
+    if (rc == MEMPROF_JOINED) {
+        joined = true;
+        if (!in_rinit && !joined_said && !quiet()) {
+            memprof_stats st = {.size = sizeof st};
+            memprof_get_stats(&st);
+            fprintf(stderr,
+                    "memprof: memprof_enable(): joined the running profile (memprof run, the "
+                    "preload plugin or memprof attach) at its sampling rate, %llu KiB; it is "
+                    "written by whoever started it\n",
+                    (unsigned long long)(st.sampling_rate / 1024));
+        }
+        joined_said = joined_said || !in_rinit;
+    } else if (rc < 0 && rc != -EALREADY && !(rc == -EBUSY && state == MEMPROF_STATE_ACTIVE)) {
+        return rc;
     }
     mpphp_heap_rearm();
     if (!mpphp_heap_hook() && !warned_custom) {
@@ -182,6 +201,7 @@ static PHP_MINIT_FUNCTION(memprof)
     if (from_env) {
         uint64_t rate = env_rate();
         int rc = memprof_init(rate ? rate : (uint64_t)ini_rate);
+        joined = rc == MEMPROF_JOINED;
         if ((rc < 0 && rc != -EALREADY) || ((rc = mpphp_frames_register()) < 0) ||
             ((rc = memprof_start()) < 0 && rc != -EALREADY)) {
             if (!quiet())
@@ -207,15 +227,19 @@ static PHP_MSHUTDOWN_FUNCTION(memprof)
 static PHP_RINIT_FUNCTION(memprof)
 {
     (void)type, (void)module_number;
-    if (mpphp_active())
+    if (mpphp_active()) {
+        in_rinit = true;
         (void)mpphp_start(0); /* the hooks on this request's heap */
+        in_rinit = false;
+    }
     return SUCCESS;
 }
 
 static PHP_RSHUTDOWN_FUNCTION(memprof)
 {
     (void)type, (void)module_number;
-    if (from_env)
+    /* A joined profile is written by whoever started it (memprof run's plugin at exit). */
+    if (from_env && !joined)
         write_env_profile();
     mpphp_heap_unhook();
     return SUCCESS;

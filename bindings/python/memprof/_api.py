@@ -32,6 +32,7 @@ from . import _memprof as _c
 __all__ = [
     "AllocationSample",
     "AllocatorSite",
+    "BlockSite",
     "FORMATS",
     "FramePointerHealth",
     "HeapPoint",
@@ -39,6 +40,7 @@ __all__ = [
     "MemProfStats",
     "MemoryProfiler",
     "PeakInfo",
+    "SiteDiff",
     "StackFrame",
     "UnwindHealth",
     "VIEWS",
@@ -319,6 +321,50 @@ class ViewSite(_ReadableAsDict):
     @property
     def estimated_bytes_high(self) -> int:
         return self.bytes_high
+
+
+@dataclass(frozen=True)
+class SiteDiff(_ReadableAsDict):
+    """One entry of HeapSnapshot.compare_to(): a site (or a file, or a whole stack, by the
+    key asked for) and how it changed from the older snapshot to this one, in the shape of
+    tracemalloc's StatisticDiff.
+
+    ``size``/``count`` are this snapshot's estimated live bytes and allocations there,
+    ``size_diff``/``count_diff`` their change since the older one (estimates both, so a
+    difference within a site's interval is noise); ``allocated_bytes``/``allocated_count``
+    are what was allocated there between the two snapshots, freed since or not.
+    """
+
+    function: Optional[str]  #: the site's function (None with key="filename")
+    file: Optional[str]
+    line: int  #: 0 with key="filename"
+    is_python: bool
+    size: int
+    size_diff: int
+    count: int
+    count_diff: int
+    allocated_bytes: int
+    allocated_count: int
+    stack: List[StackFrame] = field(repr=False)  #: the heaviest stack of the entry
+
+
+@dataclass(frozen=True)
+class BlockSite(_ReadableAsDict):
+    """A site of what a MemoryProfiler block did (MemoryProfiler.top_allocators()): bytes the
+    block allocated there, and of those the bytes still live when the block ended."""
+
+    function: str
+    file: Optional[str]
+    line: int
+    is_python: bool
+    estimated_bytes: int  #: estimated bytes the block allocated here that were live at its end
+    estimated_bytes_low: int  #: 95 % interval of estimated_bytes
+    estimated_bytes_high: int
+    count: int  #: estimated allocations of the block live at its end
+    samples: int  #: live samples behind the estimate
+    allocated_bytes: int  #: estimated bytes the block allocated here, freed or not
+    allocated_count: int
+    stack: List[StackFrame] = field(repr=False)  #: the heaviest stack of this site
 
 
 @dataclass(frozen=True)
@@ -686,6 +732,74 @@ class HeapSnapshot:
             raise RuntimeError("save(): this HeapSnapshot has no libmemprof snapshot behind it")
         self._handle.write(os.fspath(path), code)
 
+    def compare_to(
+        self, old: "HeapSnapshot", key: str = "lineno", user_code: bool = True
+    ) -> List[SiteDiff]:
+        """What changed since ``old``, an earlier snapshot of this process, per site: the
+        counterpart of tracemalloc's ``Snapshot.compare_to(old, key_type)``.
+
+        ``key`` groups the call stacks as tracemalloc does: 'lineno' by the frame a stack is
+        attributed to (function, file and line, the rule of top_allocators(), ``user_code``
+        as there), 'filename' by that frame's file, 'traceback' not at all (one entry per
+        distinct call stack). Entries are SiteDiff objects sorted as tracemalloc sorts them:
+        by the absolute size difference, then size, the absolute count difference and count,
+        largest first; entries with no change and nothing live are left out.
+
+        Raises ValueError for an unknown key, or when ``old`` is not an older snapshot of
+        this process.
+        """
+        if key not in ("lineno", "filename", "traceback"):
+            raise ValueError(
+                f"compare_to(key={key!r}): expected 'lineno', 'filename' or 'traceback'"
+            )
+        if not isinstance(old, HeapSnapshot) or old.timestamp_ns > self.timestamp_ns:
+            raise ValueError("compare_to(old): expected an older HeapSnapshot of this process")
+        before = {t[0]: t for t in old._sites}
+        groups: Dict[tuple, dict] = {}
+        for t in self._sites:
+            sid, _ls, lbytes, _lo, _hi, lcount, _as, abytes, acount = t
+            o = before.pop(sid, None)
+            self._diff_into(groups, key, user_code, self.stack(sid), lbytes, lcount,
+                            lbytes - (o[2] if o else 0), lcount - (o[5] if o else 0),
+                            abytes - (o[7] if o else 0), acount - (o[8] if o else 0))
+        for sid, o in before.items():  # cannot happen (sites are never forgotten); be safe
+            self._diff_into(groups, key, user_code, old.stack(sid), 0, 0, -o[2], -o[5], 0, 0)
+        out = [
+            SiteDiff(function=k[0], file=k[1], line=k[2], is_python=k[3], size=g["size"],
+                     size_diff=g["size_diff"], count=g["count"], count_diff=g["count_diff"],
+                     allocated_bytes=g["abytes"], allocated_count=g["acount"],
+                     stack=g["stack"])
+            for k, g in groups.items()
+            if g["size"] or g["size_diff"] or g["count_diff"] or g["abytes"]
+        ]
+        out.sort(key=lambda d: (abs(d.size_diff), d.size, abs(d.count_diff), d.count),
+                 reverse=True)
+        return out
+
+    @staticmethod
+    def _diff_into(groups: Dict[tuple, dict], key: str, user_code: bool,
+                   stack: List[StackFrame], size: int, count: int, size_diff: int,
+                   count_diff: int, abytes: int, acount: int) -> None:
+        top = _site_frame(stack, user_code)
+        if top is None:
+            k: tuple = ("[unknown]", None, 0, False)
+        elif key == "filename":
+            k = (None, top.filename, 0, top.is_python)
+        else:
+            k = (top.function, top.filename, top.lineno, top.is_python)
+        if key == "traceback":
+            k = k + (tuple(stack),)
+        g = groups.setdefault(k, dict(size=0, size_diff=0, count=0, count_diff=0, abytes=0,
+                                      acount=0, heaviest=-1, stack=stack))
+        g["size"] += size
+        g["size_diff"] += size_diff
+        g["count"] += count
+        g["count_diff"] += count_diff
+        g["abytes"] += abytes
+        g["acount"] += acount
+        if abs(size_diff) > g["heaviest"]:
+            g["heaviest"], g["stack"] = abs(size_diff), stack
+
     def allocations_surviving_gc(self, min_epochs: int = 1) -> List[AllocationSample]:
         """Live samples allocated before at least ``min_epochs`` garbage collections started
         (spec 9.5; needs ``start(gc_tracking=True)``): candidates for leaks."""
@@ -820,18 +934,38 @@ def _check_engine_options(max_frames: Any, unwind: Any) -> None:
         raise ValueError(f"unwind must be 'dwarf', 'fp' or None, not {unwind!r}")
 
 
+_joined_said = False  # the "joined the running profile" message is given once
+
+
 def _start_bytes(rate_bytes: Optional[int], gc_tracking: bool = False,
                  max_frames: Optional[int] = None, unwind: Optional[str] = None) -> None:
     """start() with a rate in bytes (None = the default, or the rate in force)."""
+    global _joined_said
     _check_engine_options(max_frames, unwind)
     with _lock:
         _c.install()
-        initialised = _c.init(
+        rc = _c.init(
             rate_bytes if rate_bytes is not None else _c.DEFAULT_SAMPLING_RATE,
             max_frames or 0,
             _UNWIND_CODES[unwind],
         )
-        if not initialised and rate_bytes is not None:
+        if rc == _c.JOINED:
+            # memprof run, LD_PRELOAD or memprof attach profiles this process: join it.
+            if gc_tracking:
+                _gc_epochs.enable()
+            _c.start()
+            if not _joined_said:
+                _joined_said = True
+                current = _c.stats()["sampling_rate"]
+                warnings.warn(
+                    f"memprof.start(): joined the running profile (memprof run, the preload "
+                    f"plugin or memprof attach) at its sampling rate, {current} bytes "
+                    f"({current / 1024:g} KiB); it is written by whoever started it",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+            return
+        if rc != 0 and rate_bytes is not None:
             current = _c.stats()["sampling_rate"]
             if current != rate_bytes:
                 warnings.warn(
@@ -845,6 +979,16 @@ def _start_bytes(rate_bytes: Optional[int], gc_tracking: bool = False,
         if gc_tracking:
             _gc_epochs.enable()
         _c.start()
+
+
+def _join_running_profile() -> None:
+    """Joins the profile memprof run's plugin started, for memprof run's bootstrap
+    (bindings/python/bootstrap): the Python frame source and the PyMem hooks from now on,
+    silently. Does nothing unless the engine reports MEMPROF_JOINED."""
+    with _lock:
+        _c.install()
+        if _c.init(_c.DEFAULT_SAMPLING_RATE) == _c.JOINED:
+            _c.start()
 
 
 def start(
@@ -872,10 +1016,16 @@ def start(
             python3) or "fp" (frame pointers: faster, but stops at such code).
         max_frames and unwind, like the rate, only take effect at the first start().
 
+    Under ``memprof run`` (or the LD_PRELOAD plugin, or ``memprof attach``) start() joins
+    the profile already running instead: Python frames and the PyMem hooks join it, its
+    rate holds (a RuntimeWarning says so once), and it is written by whoever started it;
+    stop() and shutdown() then leave it running.
+
     Raises:
-        RuntimeError: profiling is already active (also when the LD_PRELOAD plugin started
-            it), or shutdown() was called; NotImplementedError (a RuntimeError) when no
-            allocator interposition backend is available in this process.
+        RuntimeError: profiling is already active (started by an earlier start(), or by
+            another user of libmemprof in this process), or shutdown() was called;
+            NotImplementedError (a RuntimeError) when no allocator interposition backend is
+            available in this process.
         ValueError: sampling_rate_kb is not an int between 1 and 2**30, or max_frames or
             unwind is out of range.
     """
@@ -980,14 +1130,55 @@ def get_snapshot() -> HeapSnapshot:
     return snap
 
 
+def _snapshot_without_samples() -> HeapSnapshot:
+    """A snapshot whose samples are not read (nor their stacks resolved): what a
+    MemoryProfiler needs at entry, its sites' counters, at little cost on a large heap."""
+    handle = _c.snapshot()
+    est = handle.estimate()
+    raw = _c.stats()
+    return HeapSnapshot(
+        samples=[],
+        total_samples=raw["total_samples"],
+        live_samples=est["live_samples"],
+        estimated_heap_bytes=est["bytes"],
+        estimated_heap_bytes_low=est["bytes_low"],
+        estimated_heap_bytes_high=est["bytes_high"],
+        estimated_count=est["count"],
+        estimated_count_low=est["count_low"],
+        estimated_count_high=est["count_high"],
+        low_confidence=est["low_confidence"],
+        sampling_rate_bytes=est["sampling_rate"],
+        timestamp=time.time(),
+        timestamp_ns=est["timestamp_ns"],
+        unwind_health=_health_from(raw),
+        _handle=handle,
+        _sites=handle.sites(),
+    )
+
+
 class MemoryProfiler:
-    """Context manager: starts profiling on entry (arguments as for start()); on exit takes a
-    snapshot (``.snapshot``) and stops.
+    """Context manager: profiles a block and tells what the block itself did.
+
+    On entry it starts profiling (arguments as for start()) unless profiling is already
+    active (an outer block, start(), or memprof run, which it then joins) and notes the
+    state of the heap; on exit it takes a snapshot (``.snapshot``, the whole heap) and stops
+    profiling if it started it. What the block did is a difference against its entry, not
+    everything since profiling began, so a second block does not report the first one's
+    data:
+
+    - ``allocated_bytes``/``allocated_count``: estimated bytes and allocations the block
+      made, freed or not (each site's allocation counters at exit minus at entry);
+    - ``live_bytes`` (with ``live_bytes_low``/``_high``) and ``live_count``: of those, what was
+      still live when it ended (the live samples allocated after entry);
+    - ``top_allocators(n, by)``: the same per site, as BlockSite objects;
+    - ``compare()``: tracemalloc-style differences per site between entry and exit
+      (HeapSnapshot.compare_to()), which also shows what the block freed of older memory.
 
     Example::
 
         with memprof.MemoryProfiler(sampling_rate_kb=256) as mp:
             build_index()
+        print(mp.allocated_bytes, mp.live_bytes, mp.top_allocators(3))
         mp.snapshot.save("index.pb.gz")
     """
 
@@ -1005,18 +1196,140 @@ class MemoryProfiler:
         self._sampling_rate_kb = sampling_rate_kb
         self._options = dict(gc_tracking=gc_tracking, max_frames=max_frames, unwind=unwind)
         self._snapshot: Optional[HeapSnapshot] = None
+        self._entry: Optional[HeapSnapshot] = None
+        self._entry_ns = 0
+        self._started = False
 
     def __enter__(self) -> "MemoryProfiler":
-        start(self._sampling_rate_kb, **self._options)
+        self._snapshot = None
+        with _lock:
+            if _c.stats()["state"] == _c.STATE_ACTIVE:
+                # Already profiling: join what runs (memprof run's hooks on, if that is it).
+                if _c.init(_c.DEFAULT_SAMPLING_RATE) == _c.JOINED:
+                    _start_bytes(None, **self._options)
+                elif self._options["gc_tracking"]:
+                    _gc_epochs.enable()
+            else:
+                start(self._sampling_rate_kb, **self._options)
+                self._started = True
+        # The entry's sites (their allocation counters), then the time from which a live
+        # sample is the block's: samples carry their allocation time on this clock.
+        self._entry = _snapshot_without_samples()
+        self._entry_ns = time.monotonic_ns()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         try:
             self._snapshot = get_snapshot()
         finally:
-            stop()
+            if self._started:
+                self._started = False
+                stop()
 
     @property
     def snapshot(self) -> Optional[HeapSnapshot]:
-        """The snapshot taken on exit (None before)."""
+        """The snapshot taken on exit, of the whole heap (None before)."""
         return self._snapshot
+
+    def _done(self, what: str) -> HeapSnapshot:
+        if self._snapshot is None or self._entry is None:
+            raise RuntimeError(f"MemoryProfiler.{what}: the block has not ended yet")
+        return self._snapshot
+
+    def _block_samples(self) -> List[AllocationSample]:
+        return [s for s in self._done("live_bytes").samples if s.timestamp_ns >= self._entry_ns]
+
+    @property
+    def live_bytes(self) -> int:
+        """Estimated bytes the block allocated that were still live when it ended."""
+        return sum(s.estimated_bytes for s in self._block_samples())
+
+    @property
+    def live_bytes_low(self) -> int:
+        """Lower end of the 95 % interval of live_bytes."""
+        return self._live_interval()[0]
+
+    @property
+    def live_bytes_high(self) -> int:
+        """Upper end of the 95 % interval of live_bytes."""
+        return self._live_interval()[1]
+
+    def _live_interval(self) -> Tuple[int, int]:
+        samples = self._block_samples()
+        # Each sample's weight w = size / p has variance w * (w - size) (Horvitz-Thompson).
+        est = sum(s.estimated_bytes for s in samples)
+        var = sum(s.estimated_bytes * (s.estimated_bytes - s.size) for s in samples)
+        return _interval(est, var)
+
+    @property
+    def live_count(self) -> int:
+        """Estimated allocations the block made that were still live when it ended."""
+        return round(sum(s.estimated_count for s in self._block_samples()))
+
+    @property
+    def allocated_bytes(self) -> int:
+        """Estimated bytes the block allocated, freed or not."""
+        return sum(g["abytes"] for g in self._groups(True).values())
+
+    @property
+    def allocated_count(self) -> int:
+        """Estimated allocations the block made, freed or not."""
+        return sum(g["acount"] for g in self._groups(True).values())
+
+    def compare(self, key: str = "lineno", user_code: bool = True) -> List[SiteDiff]:
+        """The exit snapshot compared with the entry's (HeapSnapshot.compare_to())."""
+        return self._done("compare()").compare_to(self._entry, key, user_code)
+
+    def _groups(self, user_code: bool) -> Dict[tuple, dict]:
+        snap = self._done("allocated_bytes")
+        entry = {t[0]: t for t in self._entry._sites}
+        groups: Dict[tuple, dict] = {}
+
+        def group(stack: List[StackFrame]) -> dict:
+            top = _site_frame(stack, user_code)
+            key = (("[unknown]", None, 0, False) if top is None
+                   else (top.function, top.filename, top.lineno, top.is_python))
+            return groups.setdefault(key, dict(bytes=0, var=0.0, count=0.0, samples=0,
+                                                abytes=0, acount=0, heaviest=-1, stack=stack))
+
+        for sid, _ls, _lb, _lo, _hi, _lc, asamp, abytes, acount in snap._sites:
+            o = entry.get(sid)
+            if asamp - (o[6] if o else 0) <= 0:
+                continue
+            stack = snap.stack(sid)
+            g = group(stack)
+            g["abytes"] += abytes - (o[7] if o else 0)
+            g["acount"] += acount - (o[8] if o else 0)
+            if abytes - (o[7] if o else 0) > g["heaviest"]:
+                g["heaviest"], g["stack"] = abytes - (o[7] if o else 0), stack
+        for s in self._block_samples():
+            g = group(s.stack)
+            g["bytes"] += s.estimated_bytes
+            g["var"] += s.estimated_bytes * (s.estimated_bytes - s.size)
+            g["count"] += s.estimated_count
+            g["samples"] += 1
+        return groups
+
+    def top_allocators(
+        self, n: int = 10, by: str = "live", user_code: bool = True
+    ) -> List[BlockSite]:
+        """The block's top ``n`` sites, by estimated bytes it left live (``by="live"``) or
+        allocated (``by="allocated"``), as BlockSite objects; sites are grouped as in
+        HeapSnapshot.top_allocators()."""
+        if by not in ("live", "allocated"):
+            raise ValueError(f"top_allocators(by={by!r}): expected 'live' or 'allocated'")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"top_allocators(n={n!r}): expected a non-negative int")
+        sites = []
+        for (function, file, line, is_python), g in self._groups(user_code).items():
+            if (g["bytes"] if by == "live" else g["abytes"]) <= 0:
+                continue
+            low, high = _interval(g["bytes"], g["var"])
+            sites.append(BlockSite(
+                function=function, file=file, line=line, is_python=is_python,
+                estimated_bytes=g["bytes"], estimated_bytes_low=low, estimated_bytes_high=high,
+                count=round(g["count"]), samples=g["samples"], allocated_bytes=g["abytes"],
+                allocated_count=g["acount"], stack=g["stack"]))
+        sites.sort(key=(lambda x: x.estimated_bytes) if by == "live"
+                   else (lambda x: x.allocated_bytes), reverse=True)
+        return sites[:n]

@@ -84,9 +84,10 @@ static PyObject *mp_install(PyObject *self, PyObject *unused)
 }
 
 PyDoc_STRVAR(init_doc,
-             "init(rate_bytes, max_frames=0, unwinder=0) -> bool\n\n"
-             "memprof_init_config(): True if this call initialised the engine, False if it "
-             "was already initialised (by an earlier call, the preload plugin or C code).");
+             "init(rate_bytes, max_frames=0, unwinder=0) -> int\n\n"
+             "memprof_init_config(): 0 if this call initialised the engine, JOINED if the "
+             "engine is the preload plugin's or memprof attach's (the configuration is "
+             "ignored), -errno.EALREADY if something else in the process initialised it.");
 
 static PyObject *mp_init(PyObject *self, PyObject *args)
 {
@@ -101,8 +102,8 @@ static PyObject *mp_init(PyObject *self, PyObject *args)
     cfg.max_frames = max_frames;
     cfg.unwinder = unwinder;
     int rc = memprof_init_config(&cfg);
-    if (rc == -EALREADY)
-        Py_RETURN_FALSE;
+    if (rc == 0 || rc == MEMPROF_JOINED || rc == -EALREADY)
+        return PyLong_FromLong(rc);
     if (rc == -ESHUTDOWN)
         return raise_rc(rc, "memprof: cannot start",
                         "memprof.shutdown() was called; profiling cannot be restarted in this "
@@ -110,26 +111,29 @@ static PyObject *mp_init(PyObject *self, PyObject *args)
     if (rc == -ENOTSUP)
         return raise_rc(rc, "memprof: cannot initialise the profiler",
                         "this build of libmemprof has no DWARF unwinder");
-    if (rc < 0)
-        return raise_rc(rc, "memprof: cannot initialise the profiler", NULL);
-    Py_RETURN_TRUE;
+    return raise_rc(rc, "memprof: cannot initialise the profiler", NULL);
 }
 
-PyDoc_STRVAR(start_doc, "start() -> None\n\nmemprof_start(): INITIALIZED or STOPPED -> ACTIVE.");
+PyDoc_STRVAR(start_doc, "start() -> bool\n\n"
+                        "memprof_start(): INITIALIZED or STOPPED -> ACTIVE. True when it joined "
+                        "the profile of the preload plugin or memprof attach (MEMPROF_JOINED), "
+                        "whose sampling goes on; the PyMem hooks are on in both cases.");
 
 static PyObject *mp_start(PyObject *self, PyObject *unused)
 {
     (void)self, (void)unused;
     int rc = memprof_start();
     /* Hooks on while the engine samples (also when something else started it). */
-    mp_pymem_set_active(rc == 0 || rc == -EBUSY);
+    mp_pymem_set_active(rc == 0 || rc == MEMPROF_JOINED || rc == -EBUSY);
     switch (rc) {
     case 0:
-        Py_RETURN_NONE;
+        Py_RETURN_FALSE;
+    case MEMPROF_JOINED:
+        Py_RETURN_TRUE;
     case -EBUSY:
         return raise_rc(rc, "memprof.start()",
-                        "profiling is already active: started earlier, by the LD_PRELOAD "
-                        "plugin, or by another user of libmemprof in this process");
+                        "profiling is already active: started earlier, or by another user of "
+                        "libmemprof in this process");
     case -ESHUTDOWN:
         return raise_rc(rc, "memprof.start()",
                         "memprof.shutdown() was called; profiling cannot be restarted in this "
@@ -142,7 +146,9 @@ static PyObject *mp_start(PyObject *self, PyObject *unused)
     }
 }
 
-PyDoc_STRVAR(stop_doc, "stop() -> None\n\nmemprof_stop(): ACTIVE -> STOPPED (frees stay tracked).");
+PyDoc_STRVAR(stop_doc, "stop() -> bool\n\nmemprof_stop(): ACTIVE -> STOPPED (frees stay tracked). "
+                       "True when the profile is the preload plugin's or memprof attach's "
+                       "(MEMPROF_JOINED): it goes on, and so do the PyMem hooks.");
 
 static PyObject *mp_stop(PyObject *self, PyObject *unused)
 {
@@ -151,7 +157,9 @@ static PyObject *mp_stop(PyObject *self, PyObject *unused)
     switch (rc) {
     case 0:
         mp_pymem_set_active(0);
-        Py_RETURN_NONE;
+        Py_RETURN_FALSE;
+    case MEMPROF_JOINED:
+        Py_RETURN_TRUE;
     case -EBUSY:
         return raise_rc(rc, "memprof.stop()", "profiling is not running");
     case -ENOTCONN:
@@ -163,13 +171,25 @@ static PyObject *mp_stop(PyObject *self, PyObject *unused)
     }
 }
 
-PyDoc_STRVAR(shutdown_doc, "shutdown() -> None\n\nmemprof_shutdown(): one-way.");
+PyDoc_STRVAR(shutdown_doc, "shutdown() -> None\n\nmemprof_shutdown(): one-way; nothing when "
+                           "the profile is the preload plugin's or memprof attach's.");
+
+/* The engine's state (MEMPROF_STATE_*). */
+static uint32_t engine_state(void)
+{
+    memprof_stats s;
+    memset(&s, 0, sizeof s);
+    s.size = sizeof s;
+    return memprof_get_stats(&s) < 0 ? MEMPROF_STATE_UNINITIALIZED : s.state;
+}
 
 static PyObject *mp_shutdown(PyObject *self, PyObject *unused)
 {
     (void)self, (void)unused;
     memprof_shutdown();
-    mp_pymem_set_active(0);
+    /* A joined profile goes on (memprof_shutdown() does nothing then): so do the hooks. */
+    if (engine_state() != MEMPROF_STATE_ACTIVE)
+        mp_pymem_set_active(0);
     Py_RETURN_NONE;
 }
 
@@ -667,6 +687,7 @@ PyMODINIT_FUNC PyInit__memprof(void)
         {"SITE_LOW_INFORMATION", MEMPROF_SITE_LOW_INFORMATION},
         {"SITE_LEAK_SUSPECT", MEMPROF_SITE_LEAK_SUSPECT},
         {"MAX_RATE_BYTES", 1l << 40},
+        {"JOINED", MEMPROF_JOINED},
     };
     for (size_t i = 0; i < sizeof constants / sizeof *constants; i++) {
         if (PyModule_AddIntConstant(m, constants[i].name, (long)constants[i].value) < 0) {

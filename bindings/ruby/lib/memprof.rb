@@ -70,15 +70,25 @@ module Memprof
     # `sampling_rate_kb` (KiB, Integer or Float; nil = 512); later calls (after stop) keep
     # that rate. `objects: true` also reports Ruby object slots (see the file comment).
     # Returns nil. Raises Memprof::StateError if already active, after shutdown, or for a
-    # rate different from the one in force; Memprof::ArgumentError for a bad rate.
+    # rate different from the one in force; Memprof::ArgumentError for a bad rate. Under
+    # `memprof run` or `memprof attach` it joins their profile instead (see join).
     def start(sampling_rate_kb: nil, objects: false)
       @lock.synchronize do
+        return nil if join(sampling_rate_kb, objects, 'Memprof.start')
+
         initialize_engine(sampling_rate_kb, DEFAULT_SAMPLING_RATE_KB, 'Memprof.start')
         check(Native.start, 'Memprof.start',
               -Errno::EBUSY::Errno => 'profiling is already active (call Memprof.stop first)')
         Native.objects_enable(object_slot_size) if objects
         nil
       end
+    end
+
+    # Joins the profile that `memprof run` (the preload plugin) or `memprof attach` runs in
+    # this process, silently: called by memprof run's Ruby bootstrap. Returns true if it
+    # joined, false if there is no such profile.
+    def join_running_profile
+      @lock.synchronize { Native.state == :active && Native.start == Native::JOINED }
     end
 
     # Stops sampling new allocations. Frees keep being tracked, so a later snapshot shows
@@ -172,6 +182,23 @@ module Memprof
     end
 
     private
+
+    # Under memprof run (the preload plugin) or memprof attach, Memprof.start and
+    # Memprof.profile join that profile: its rate holds (said once, on standard error), and
+    # it is written by whoever started it. Returns true if it joined.
+    def join(rate_kb, objects, context)
+      return false unless Native.state == :active && Native.start == Native::JOINED
+
+      rate_bytes(rate_kb, context) unless rate_kb.nil?
+      unless @joined_said
+        @joined_said = true
+        warn "#{context}: joined the running profile (memprof run, the preload plugin or " \
+             "memprof attach) at its sampling rate, #{kib(Native.stats[:sampling_rate])} KiB; " \
+             'it is written by whoever started it'
+      end
+      Native.objects_enable(object_slot_size) if objects
+      true
+    end
 
     # Initializes the engine if needed and checks an explicit rate against the one in force.
     def initialize_engine(rate_kb, default_kb, context)

@@ -442,6 +442,7 @@ void Init_memprof_ext(void)
     rb_define_const(mNative, "FRAME_UNRESOLVED", UINT2NUM(MEMPROF_FRAME_UNRESOLVED));
     rb_define_const(mNative, "FRAME_TRUNCATED", UINT2NUM(MEMPROF_FRAME_TRUNCATED));
     rb_define_const(mNative, "DEFAULT_SAMPLING_RATE", UINT2NUM(MEMPROF_DEFAULT_SAMPLING_RATE));
+    rb_define_const(mNative, "JOINED", INT2NUM(MEMPROF_JOINED));
     rb_define_const(mNative, "VIEW_LIVE", INT2NUM(MEMPROF_VIEW_LIVE));
     rb_define_const(mNative, "VIEW_ALLOC", INT2NUM(MEMPROF_VIEW_ALLOC));
     rb_define_const(mNative, "VIEW_PEAK", INT2NUM(MEMPROF_VIEW_PEAK));
