@@ -73,9 +73,9 @@ class TestMemprofErrors < Minitest::Test
     assert_equal "64\n", out
   end
 
-  def test_profile_while_active
-    assert_raised('Memprof.start; Memprof.profile { }', Memprof::StateError, /already active/,
-                  EBUSY)
+  def test_profile_while_active_nests_and_leaves_profiling_on
+    out = ruby_script!('Memprof.start; s = Memprof.profile { }; p s.block.class, Memprof.state')
+    assert_equal "Memprof::Block\n:active\n", out
   end
 
   def test_everything_after_shutdown

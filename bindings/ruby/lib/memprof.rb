@@ -18,7 +18,9 @@
 #   snap.sites(view: :peak).first(3)           # also :live, :alloc, :temporary, :leaks
 #   Memprof.stop
 #
-#   snap = Memprof.profile(sampling_rate_kb: 64) { build_index }  # what the block kept
+#   snap = Memprof.profile(sampling_rate_kb: 64) { build_index }
+#   snap.block.allocated_bytes; snap.block.live_bytes  # what the block allocated, and kept
+#   snap.compare_to(older_snapshot).first(5)           # per-site changes (tracemalloc's)
 #
 # What a profile sees (Debian's Ruby 3.1):
 # - Everything Ruby and its extensions allocate with malloc, calloc, realloc,
@@ -49,6 +51,7 @@ require 'monitor'
 require 'memprof/errors'
 require 'memprof/memprof_ext'
 require 'memprof/snapshot'
+require 'memprof/block'
 
 module Memprof
   # libmemprof's version (the loaded library's).
@@ -154,34 +157,66 @@ module Memprof
     end
 
     # Profiles a block: starts sampling (rate as for start, nil = 64 KiB when the engine is
-    # fresh), runs the block, takes a snapshot of what is live when it returns, stops, and
-    # returns the snapshot. The block's own value is discarded. Sampling is stopped even if
-    # the block raises (the exception propagates). Raises Memprof::StateError if profiling
-    # is already active.
+    # fresh) unless it is already active (an outer block, Memprof.start, or memprof run,
+    # which it joins), notes the heap at entry, runs the block, takes a snapshot when it
+    # returns, stops sampling if it started it, and returns the snapshot. The snapshot's
+    # #block (a Memprof::Block) tells what the block itself allocated and left live, a
+    # difference against its entry: allocated_bytes, live_bytes, top_allocators. The
+    # block's own value is discarded. Sampling is stopped even if the block raises (the
+    # exception propagates).
     def profile(sampling_rate_kb: nil, objects: false)
       unless block_given?
         raise Memprof::ArgumentError, 'Memprof.profile: a block is required'
       end
 
+      started = false
       @lock.synchronize do
-        initialize_engine(sampling_rate_kb, DEFAULT_PROFILE_SAMPLING_RATE_KB,
-                          'Memprof.profile')
-        start(objects: objects)
+        if Native.state == :active
+          unless join(sampling_rate_kb, objects, 'Memprof.profile')
+            initialize_engine(sampling_rate_kb, DEFAULT_PROFILE_SAMPLING_RATE_KB,
+                              'Memprof.profile')
+            Native.objects_enable(object_slot_size) if objects
+          end
+        else
+          initialize_engine(sampling_rate_kb, DEFAULT_PROFILE_SAMPLING_RATE_KB,
+                            'Memprof.profile')
+          start(objects: objects)
+          started = true
+        end
       end
       begin
+        entry = entry_counters
+        entry_ns = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
         yield
-        snapshot
+        snap = snapshot
+        snap.block = Block.new(snap, entry, entry_ns)
+        snap
       ensure
-        @lock.synchronize do
-          if Native.state == :active
-            Native.stop
-            Native.objects_pause
+        if started
+          @lock.synchronize do
+            if Native.state == :active
+              Native.stop
+              Native.objects_pause
+            end
           end
         end
       end
     end
 
     private
+
+    # Every site's allocation counters now: { stack_id => [samples, bytes, count] }, read
+    # without resolving any stack.
+    def entry_counters
+      snap = Native.snapshot
+      counters = {}
+      snap.site_count.times do |i|
+        id, _, _, _, _, _, samples, bytes, count = snap.send(:site_raw, i)
+        counters[id] = [samples, bytes, count]
+      end
+      snap.release
+      counters
+    end
 
     # Under memprof run (the preload plugin) or memprof attach, Memprof.start and
     # Memprof.profile join that profile: its rate holds (said once, on standard error), and

@@ -107,7 +107,19 @@ module Memprof
   # [time_seconds, live_bytes, allocated_bytes].
   HeapPoint = Struct.new(:time_seconds, :live_bytes, :allocated_bytes, keyword_init: true)
 
+  # One entry of Snapshot#compare_to, in the shape of tracemalloc's StatisticDiff: the site
+  # (or file, or stack, by the key), this snapshot's estimated live bytes and allocations
+  # there (:size, :count), their change since the older snapshot (:size_diff, :count_diff;
+  # estimates both, so a change within a site's interval is noise), and what was allocated
+  # there between the two, freed since or not (:allocated_bytes, :allocated_count).
+  SiteDiff = Struct.new(:function, :file, :line, :size, :size_diff, :count, :count_diff,
+                        :allocated_bytes, :allocated_count, :stack, keyword_init: true)
+
   class Snapshot
+    # The Memprof::Block of the Memprof.profile block this snapshot ended (what the block
+    # allocated and left live); nil for other snapshots.
+    attr_accessor :block
+
     # The views #sites ranks call sites by: live now, allocated since sampling began, live
     # at the peak, allocated and freed within the temporary threshold
     # (Memprof.temporary_threshold=), and the survivors of leak suspects.
@@ -227,6 +239,42 @@ module Memprof
       groups.values.sort_by { |g| -g[:estimated_bytes] }.first(n)
     end
 
+    # What changed since `old`, an earlier snapshot of this process, as SiteDiffs: the
+    # counterpart of tracemalloc's Snapshot#compare_to(old, key_type). `key:` groups stacks
+    # as tracemalloc does: :lineno by the frame a stack is attributed to (function, file,
+    # line; as top_allocators), :filename by its file, :traceback not at all (one entry per
+    # distinct stack). Sorted as tracemalloc sorts: by the absolute size change, then size,
+    # the absolute count change and count, largest first; unchanged entries with nothing
+    # live are left out. Raises Memprof::ArgumentError for an unknown key or an `old` that
+    # is not an older Snapshot.
+    def compare_to(old, key: :lineno)
+      unless %i[lineno filename traceback].include?(key)
+        raise Memprof::ArgumentError, 'Memprof::Snapshot#compare_to: key: must be :lineno, ' \
+                                      ":filename or :traceback (got #{key.inspect})"
+      end
+      unless old.is_a?(Snapshot) && old.timestamp_ns <= timestamp_ns
+        raise Memprof::ArgumentError, 'Memprof::Snapshot#compare_to: expected an older ' \
+                                      "Memprof::Snapshot of this process (got #{old.inspect})"
+      end
+
+      before = old.sites.to_h { |s| [s.stack_id, s] }
+      groups = {}
+      sites.each do |s|
+        o = before[s.stack_id]
+        g = diff_group(groups, key, s.stack)
+        g[:size] += s.estimated_bytes
+        g[:count] += s.estimated_count
+        g[:size_diff] += s.estimated_bytes - (o ? o.estimated_bytes : 0)
+        g[:count_diff] += s.estimated_count - (o ? o.estimated_count : 0)
+        g[:allocated_bytes] += s.alloc_bytes - (o ? o.alloc_bytes : 0)
+        g[:allocated_count] += s.alloc_count - (o ? o.alloc_count : 0)
+      end
+      groups.values
+            .reject { |g| g[:size].zero? && g[:size_diff].zero? && g[:count_diff].zero? && g[:allocated_bytes].zero? }
+            .map { |g| SiteDiff.new(**g).freeze }
+            .sort_by { |d| [-d.size_diff.abs, -d.size, -d.count_diff.abs, -d.count] }
+    end
+
     # Writes the snapshot to `path` (String or Pathname). `format:` is :pprof, :speedscope,
     # :collapsed, :text or :html (or the same as Strings); nil chooses by the extension
     # (.pb.gz, .json, .folded/.collapsed, .txt, .html; text otherwise). The file is written
@@ -306,6 +354,15 @@ module Memprof
       raise Memprof::ArgumentError,
             "Memprof::Snapshot#save: unknown format #{format.inspect} (expected one of " \
             "#{FORMATS.keys.map(&:inspect).join(', ')}, or nil to choose by the extension)"
+    end
+
+    def diff_group(groups, key, stack)
+      frame = allocator_frame(stack)
+      k = frame ? [frame.function, frame.file, frame.line] : [nil, nil, 0]
+      k = [nil, k[1], 0] if key == :filename
+      k += [stack] if key == :traceback
+      groups[k] ||= { function: k[0], file: k[1], line: k[2], size: 0, size_diff: 0, count: 0,
+                      count_diff: 0, allocated_bytes: 0, allocated_count: 0, stack: stack }
     end
 
     def allocator_frame(stack)
