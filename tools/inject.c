@@ -12,25 +12,28 @@
  *   1. saves the extended (FP/vector) state with XSAVE into the data block, and the thread's
  *      errno (which dlopen() and the profiler's start change; a program stopped between a
  *      failed call and its look at errno must find it as it was);
- *   2. calls dlopen(path, RTLD_NOW), dlsym(handle, function) and function(arg), storing
- *      each result in the data block, and puts errno back;
+ *   2. calls dlopen(path, RTLD_NOW), dlsym(handle, function) and function(a0, a1) (a0 is
+ *      the address of the string argument, or a number), storing each result in the data
+ *      block, and puts errno back;
  *   3. makes a marker system call (getpid with a random cookie in rdi) that the tracer,
  *      resuming the thread with PTRACE_SYSCALL, recognises: there it reads the results and
- *      restores every register itself (PTRACE_SETREGSET of NT_X86_XSTATE, then NT_PRSTATUS)
- *      and detaches, so the normal path never runs step 4;
- *   4. if no tracer stopped it there (the tracer died), restores the extended state with
- *      XRSTOR, every general register from the data block, and rip, rsp and rflags at once
- *      with IRETQ from a frame at the data block's start (above the stack pointer, so a
- *      signal arriving meanwhile cannot overwrite it).
+ *      restores every register and the signal mask itself (PTRACE_SETSIGMASK,
+ *      PTRACE_SETREGSET of NT_X86_XSTATE, then NT_PRSTATUS) and detaches, so the normal path
+ *      never runs step 4;
+ *   4. if no tracer stopped it there (the tracer died), restores the signal mask, the
+ *      extended state with XRSTOR, every general register from the data block, and rip,
+ *      rsp and rflags at once with IRETQ from a frame at the data block's start (above the
+ *      stack pointer, so a signal arriving meanwhile cannot overwrite it).
  *
  * The trampoline's code lives in a page of its own mapped in the target (one page, read and
  * execute, found again by its contents and reused by later calls); it holds no per-call data,
  * so two commands injecting into one process cannot disturb each other's calls. Mapping it
  * takes one system call made by single-stepping a `syscall` instruction found in the target's
- * libc with the mmap arguments in the registers: the only window (one instruction, the first
+ * libc with the mmap arguments in the registers: the only window (microseconds, the first
  * time only) in which the tracer's death would leave the thread with foreign registers. The
- * per-call data block (cookie, function addresses, strings, saved registers, XSAVE area) is
- * written on the thread's own stack below the red zone, where the ABI lets anyone write.
+ * per-call data block (cookie, function addresses, strings, saved registers, signal mask,
+ * XSAVE area) is written on the thread's own stack below the red zone, where the ABI lets
+ * anyone write.
  *
  * A thread is borrowed only at a safe point, because dlopen() and the profiler allocate and
  * take the loader's lock: a thread stopped inside libc's allocator may hold an arena lock, and
@@ -42,16 +45,23 @@
  *
  * System calls: a thread stopped in a blocking call (read on a pipe) has orig_rax = the
  * call's number and rax = -ERESTARTSYS (or -ERESTARTNOINTR, -ERESTARTNOHAND,
- * -ERESTART_RESTARTBLOCK); the kernel would restart it on the way out of the stop, and it does
- * so only on the signal path it takes there. The trampoline runs with orig_rax = -1 so
- * nothing is restarted in its middle, and both ways back (the tracer's and the trampoline's)
- * restart the call by hand as the kernel would with no handler involved: rip moves back over
- * the two-byte `syscall` instruction and rax becomes the call's number (restart_syscall for
- * -ERESTART_RESTARTBLOCK, which continues a sleep with its remaining time).
+ * -ERESTART_RESTARTBLOCK). The trampoline runs with orig_rax = -1 so nothing is restarted in
+ * its middle. The tracer gives the thread back at the marker's system-call exit with exactly
+ * the registers of the stop, orig_rax and rax included, and detaches: the detach wakes the
+ * thread with its signal-pending flag set, so on its way out of that system call the kernel
+ * runs its own signal-and-restart logic on the original call, as if the thread had never left
+ * it: restarted (read on a pipe; restart_syscall for a sleep, which continues with its
+ * remaining time), or EINTR where a signal handler without SA_RESTART runs. The trampoline's
+ * own way back (step 4) cannot ask the kernel, and restarts the call by hand as the kernel
+ * does when no handler runs: rip back over the two-byte `syscall`, rax the call's number.
  *
- * Signals arriving while the thread is borrowed: those the program handles are delivered as
- * they arrive (the handler runs on top of the trampoline and returns into it); stop signals
- * (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU) are held back and sent again once the thread is
+ * Signals arriving while the thread is borrowed are delivered afterwards, where the thread
+ * was: the tracer blocks every signal but the synchronous ones (a fault in the call) in the
+ * thread for the call and restores its mask at the marker, so what arrived meanwhile is
+ * pending then, and delivered by the kernel at the original point with its siginfo (and, for
+ * a system call stopped half-way, the kernel's choice between restart and EINTR). Signals sent
+ * to the process rather than the thread are taken by another thread that does not block them,
+ * as always. SIGSTOP, which cannot be blocked, is held back and sent again once the thread is
  * released, so the process is not stopped with a thread in the middle of the call.
  */
 #define _GNU_SOURCE
@@ -71,6 +81,7 @@
 #include <sys/ptrace.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
@@ -94,6 +105,9 @@
 #define D_ERRNOF     0xd0   /* in: __errno_location's address */
 #define D_ERRNOP     0xd8   /* the thread's &errno */
 #define D_ERRNO      0xe0   /* its errno before the calls */
+#define D_A1         0xe8   /* in: the function's second argument (rsi) */
+#define D_A0         0xf0   /* in: its first argument (rdi): D_ARG's address, or a number */
+#define D_SIGMASK    0xf8   /* in: the thread's signal mask, restored by step 4 */
 #define D_NAME       0x100  /* the function's name, 64 bytes */
 #define D_PATH       0x140  /* the library's path, 4096 bytes */
 #define D_ARG        0x1140 /* the argument string, 4096 bytes */
@@ -108,6 +122,7 @@
 #define SAFE_POINT_TRIES_PER_THREAD 400
 #define SAFE_POINT_PAUSE_US         500
 #define CALL_TIMEOUT_S              60
+#define CALL_TICK_MS                100
 
 /* The trampoline (steps 1 to 4 above): its bytes are copied into the target, never run
  * here. It starts with a 16-byte magic by which a later call recognises the page; entry is
@@ -117,7 +132,7 @@ __asm__(".pushsection .rodata.memprof_inject,\"a\"\n"
         ".globl memprof_inject_code_begin\n"
         ".hidden memprof_inject_code_begin\n"
         "memprof_inject_code_begin:\n"
-        ".ascii \"memprof-inject-1\"\n"
+        ".ascii \"memprof-inject-2\"\n"
         "movl $-1, %eax\n"
         "movl $-1, %edx\n"
         "xsave64 0x2140(%rbx)\n"
@@ -137,7 +152,8 @@ __asm__(".pushsection .rodata.memprof_inject,\"a\"\n"
         "movq %rax, 0x40(%rbx)\n"
         "testq %rax, %rax\n"
         "jz 1f\n"
-        "leaq 0x1140(%rbx), %rdi\n"
+        "movq 0xf0(%rbx), %rdi\n"
+        "movq 0xe8(%rbx), %rsi\n"
         "call *%rax\n"
         "movq %rax, 0x48(%rbx)\n"
         "1:\n"
@@ -147,6 +163,12 @@ __asm__(".pushsection .rodata.memprof_inject,\"a\"\n"
         "movl $39, %eax\n" /* getpid: the marker */
         "movq 0x50(%rbx), %rdi\n"
         "movq %rbx, %rsi\n"
+        "syscall\n"
+        "movl $14, %eax\n" /* rt_sigprocmask(SIG_SETMASK, the saved mask, NULL, 8) */
+        "movl $2, %edi\n"
+        "leaq 0xf8(%rbx), %rsi\n"
+        "xorl %edx, %edx\n"
+        "movl $8, %r10d\n"
         "syscall\n"
         "movl $-1, %eax\n"
         "movl $-1, %edx\n"
@@ -188,7 +210,9 @@ struct inj {
     unsigned char *xstate;         /* its extended state (NT_X86_XSTATE or NT_PRFPREG) */
     size_t xstate_len;
     int xstate_type;
-    int held_signals[8]; /* stop signals held back during the call */
+    uint64_t sigmask;     /* its signal mask at the stop */
+    uint64_t deadline_ns; /* the call's time limit (CLOCK_MONOTONIC), 0 before the call */
+    int held_signals[8];  /* signals held back while it was not ours to give back */
     unsigned nheld;
 };
 
@@ -246,9 +270,58 @@ static int restore_xstate(const struct inj *in)
     return ptrace(PTRACE_SETREGSET, in->tid, (void *)(long)in->xstate_type, &iov) == 0 ? 0 : -1;
 }
 
-static bool is_stop_signal(int sig)
+/* The signals a thread raises itself by faulting: never blocked during the call, so a fault
+ * in it is what it would be in the program (its handler, or the default action). */
+static bool is_synchronous(int sig)
 {
-    return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+    return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGTRAP ||
+           sig == SIGSYS;
+}
+
+/* The mask the thread runs the call with: everything blocked but the synchronous signals
+ * (the kernel ignores SIGKILL and SIGSTOP in it). */
+static uint64_t call_sigmask(void)
+{
+    uint64_t m = ~(uint64_t)0;
+    for (int sig = 1; sig <= 64; sig++)
+        if (is_synchronous(sig))
+            m &= ~((uint64_t)1 << (sig - 1));
+    return m;
+}
+
+static int set_sigmask(pid_t tid, uint64_t mask)
+{
+    return ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof mask, &mask) == 0 ? 0 : -1;
+}
+
+/* The thread is gone: the process ended, or another of its threads called exec(), which
+ * ends every other thread (the process goes on, as the new program). */
+static void thread_gone(struct inj *in)
+{
+    char v[8];
+    if (memprof_target_status(in->pid, "State", v, sizeof v) && v[0] != 'Z' && v[0] != 'X')
+        fail(in, "the process called exec() while memprof was attaching (the new program runs "
+                 "without the profiler; attach again)");
+    else
+        fail(in, "the process ended while memprof was attaching");
+}
+
+/* Whether the borrowed thread still exists and is traced by this process. */
+static bool still_traced(const struct inj *in)
+{
+    char path[96], line[256];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)in->pid, (int)in->tid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return false;
+    bool ours = false;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "TracerPid:", 10)) {
+            ours = atoi(line + 10) == (int)getpid();
+            break;
+        }
+    fclose(f);
+    return ours;
 }
 
 /* Waits for the next stop of the thread; false (message set) if it exited or the wait was
@@ -260,11 +333,24 @@ static bool wait_stop(struct inj *in, int *status)
         if (r == in->tid) {
             if (WIFSTOPPED(*status))
                 return true;
-            fail(in, "the process ended while memprof was attaching");
+            thread_gone(in);
             return false;
         }
         if (r < 0 && errno == EINTR) {
-            fail(in, "the call in the target did not return within %d s", CALL_TIMEOUT_S);
+            /* The tick (memprof_inject_call_args()): an exec() by another thread ends the
+             * borrowed one without a word to the tracer, so look. */
+            if (!still_traced(in)) {
+                thread_gone(in);
+                return false;
+            }
+            if (in->deadline_ns && now_ns() > in->deadline_ns) {
+                fail(in, "the call in the target did not return within %d s", CALL_TIMEOUT_S);
+                return false;
+            }
+            continue;
+        }
+        if (r < 0 && errno == ECHILD) { /* an exec() gave its id to another thread */
+            thread_gone(in);
             return false;
         }
         if (r < 0) {
@@ -335,7 +421,7 @@ static bool safe_point(const struct inj *in, const struct user_regs_struct *r, s
     return true;
 }
 
-/* The thread's registers as it must resume: a system call stopped half-way is restarted the
+/* The thread's registers as step 4 resumes it: a system call stopped half-way is restarted the
  * way the kernel restarts one when no handler runs. */
 static struct user_regs_struct resume_regs(const struct user_regs_struct *saved, bool *restarted)
 {
@@ -495,16 +581,16 @@ static int borrow(struct inj *in, size_t room, unsigned *attempts)
 static int run_call(struct inj *in, uintptr_t code, uintptr_t d, uint64_t cookie,
                     struct inject_result *res)
 {
-    bool restarted;
-    struct user_regs_struct back = resume_regs(&in->saved, &restarted);
-    res->in_syscall = restarted;
     struct user_regs_struct t = in->saved;
     t.rip = code + CODE_MAGIC_LEN;
     t.rsp = d;
     t.rbx = d;
     t.orig_rax = (unsigned long long)-1;
     t.eflags &= ~(0x400ull | 0x100ull); /* DF clear, as the ABI requires at a call; no TF */
-    if (set_regs(in->tid, &t) < 0 || ptrace(PTRACE_SYSCALL, in->tid, 0, 0) < 0) {
+    /* The registers first: if this process dies between the two, the trampoline runs with
+     * the program's mask, and restores that same mask. */
+    if (set_regs(in->tid, &t) < 0 || set_sigmask(in->tid, call_sigmask()) < 0 ||
+        ptrace(PTRACE_SYSCALL, in->tid, 0, 0) < 0) {
         fail(in, "cannot start the call in thread %d: %s", (int)in->tid, strerror(errno));
         return -1;
     }
@@ -520,8 +606,13 @@ static int run_call(struct inj *in, uintptr_t code, uintptr_t d, uint64_t cookie
             struct user_regs_struct r;
             if (get_regs(in->tid, &r) < 0)
                 return -1;
-            if (marker) { /* the marker's exit: the thread is ours to give back */
-                if (restore_xstate(in) < 0 || set_regs(in->tid, &back) < 0) {
+            if (marker) {
+                /* The marker's exit: the thread is ours to give back, with the mask first
+                 * (should this process die before the registers, step 4 restores the same
+                 * mask), then exactly the registers of the stop: the kernel restarts or
+                 * interrupts a system call stopped half-way on the way out (top of file). */
+                if (set_sigmask(in->tid, in->sigmask) < 0 || restore_xstate(in) < 0 ||
+                    set_regs(in->tid, &in->saved) < 0) {
                     fail(in, "cannot restore thread %d's registers: %s", (int)in->tid,
                          strerror(errno));
                     return -1;
@@ -535,10 +626,11 @@ static int run_call(struct inj *in, uintptr_t code, uintptr_t d, uint64_t cookie
                 }
                 marker = true;
             }
-        } else if (event == 0 && !is_stop_signal(sig)) {
-            resume_sig = sig; /* delivered now, to the program's handler */
-        } else if (event == 0 && in->nheld < 8) {
-            in->held_signals[in->nheld++] = sig;
+        } else if (event == 0 && sig == SIGSTOP) {
+            if (in->nheld < 8)
+                in->held_signals[in->nheld++] = sig; /* sent again after the release */
+        } else if (event == 0) {
+            resume_sig = sig; /* a fault in the call, or a signal that came before the mask */
         }
         if (ptrace(PTRACE_SYSCALL, in->tid, 0, (void *)resume_sig) < 0) {
             fail(in, "cannot resume thread %d: %s", (int)in->tid, strerror(errno));
@@ -550,7 +642,7 @@ static int run_call(struct inj *in, uintptr_t code, uintptr_t d, uint64_t cookie
                  "there)");
         return -1;
     }
-    if (!out[1]) {
+    if (!out[1] && in->function[0]) {
         fail(in, "the library loaded in the target has no function %s", in->function);
         return -1;
     }
@@ -566,10 +658,18 @@ static void on_alarm(int sig)
 int memprof_inject_call(pid_t pid, const char *library, const char *function, const char *arg,
                         struct inject_result *res, char *err, size_t errsize)
 {
+    struct inject_args a = {.str = arg};
+    return memprof_inject_call_args(pid, library, function, &a, res, err, errsize);
+}
+
+int memprof_inject_call_args(pid_t pid, const char *library, const char *function,
+                             const struct inject_args *args, struct inject_result *res, char *err,
+                             size_t errsize)
+{
     struct inj in = {.pid = pid, .mem = -1, .function = function, .err = err, .errsize = errsize};
     memset(res, 0, sizeof *res);
     err[0] = 0;
-    if (strlen(library) >= STR_MAX_LEN || strlen(arg) >= STR_MAX_LEN ||
+    if (strlen(library) >= STR_MAX_LEN || (args->str && strlen(args->str) >= STR_MAX_LEN) ||
         strlen(function) >= NAME_MAX_LEN) {
         fail(&in, "path or argument too long");
         return -1;
@@ -583,7 +683,7 @@ int memprof_inject_call(pid_t pid, const char *library, const char *function, co
     sigaddset(&block, SIGQUIT);
     sigprocmask(SIG_BLOCK, &block, &old);
     struct sigaction sa = {.sa_handler = on_alarm}, old_sa;
-    sigaction(SIGALRM, &sa, &old_sa); /* no SA_RESTART: the alarm interrupts waitpid */
+    sigaction(SIGALRM, &sa, &old_sa); /* no SA_RESTART: the tick interrupts waitpid */
 
     char name[64];
     snprintf(name, sizeof name, "/proc/%d/mem", (int)pid);
@@ -650,6 +750,10 @@ int memprof_inject_call(pid_t pid, const char *library, const char *function, co
         fail(&in, "cannot read thread %d's FP/vector registers: %s", (int)in.tid, strerror(errno));
         goto release;
     }
+    if (ptrace(PTRACE_GETSIGMASK, in.tid, (void *)sizeof in.sigmask, &in.sigmask) < 0) {
+        fail(&in, "cannot read thread %d's signal mask: %s", (int)in.tid, strerror(errno));
+        goto release;
+    }
     if (!code && !(code = map_code_page(&in)))
         goto release;
 
@@ -662,6 +766,7 @@ int memprof_inject_call(pid_t pid, const char *library, const char *function, co
     }
     bool restarted;
     struct user_regs_struct back = resume_regs(&in.saved, &restarted);
+    res->in_syscall = restarted;
     uint64_t iret[5] = {back.rip, back.cs, back.eflags, back.rsp, back.ss};
     memcpy(blk + D_IRET, iret, sizeof iret);
     uint64_t addrs[2] = {in.dlopen_addr, in.dlsym_addr};
@@ -675,18 +780,27 @@ int memprof_inject_call(pid_t pid, const char *library, const char *function, co
                         back.r11, back.r12, back.r13, back.r14, back.r15};
     memcpy(blk + D_REGS, gpr, sizeof gpr);
     memcpy(blk + D_ERRNOF, &in.errno_addr, sizeof in.errno_addr);
+    uint64_t a0 = args->str ? d + D_ARG : (uint64_t)args->a0, a1 = (uint64_t)args->a1;
+    memcpy(blk + D_A0, &a0, sizeof a0);
+    memcpy(blk + D_A1, &a1, sizeof a1);
+    memcpy(blk + D_SIGMASK, &in.sigmask, sizeof in.sigmask);
     strcpy((char *)blk + D_NAME, function);
     strcpy((char *)blk + D_PATH, library);
-    strcpy((char *)blk + D_ARG, arg);
+    if (args->str)
+        strcpy((char *)blk + D_ARG, args->str);
     bool written = mem_write(&in, d, blk, dsize);
     free(blk);
     if (!written) {
         fail(&in, "cannot write the target's stack: %s", strerror(errno));
         goto release;
     }
-    alarm(CALL_TIMEOUT_S);
+    /* A tick interrupts waitpid() to check the time limit and that the thread is still
+     * there. */
+    in.deadline_ns = now_ns() + (uint64_t)CALL_TIMEOUT_S * 1000000000u;
+    struct itimerval tick = {{0, CALL_TICK_MS * 1000}, {0, CALL_TICK_MS * 1000}}, no_tick = {0};
+    setitimer(ITIMER_REAL, &tick, NULL);
     int call = run_call(&in, code, d, cookie, res);
-    alarm(0);
+    setitimer(ITIMER_REAL, &no_tick, NULL);
     if (call < 0) {
         /* The thread runs the trampoline, which finishes and restores itself on its own. */
         int st = 0;
@@ -718,13 +832,21 @@ out:
 
 #else /* not x86_64: the trampoline and the registers above are x86_64's */
 
-int memprof_inject_call(pid_t pid, const char *library, const char *function, const char *arg,
-                        struct inject_result *res, char *err, size_t errsize)
+int memprof_inject_call_args(pid_t pid, const char *library, const char *function,
+                             const struct inject_args *args, struct inject_result *res, char *err,
+                             size_t errsize)
 {
-    (void)pid, (void)library, (void)function, (void)arg;
+    (void)pid, (void)library, (void)function, (void)args;
     memset(res, 0, sizeof *res);
     snprintf(err, errsize, "memprof attach supports x86_64 only");
     return -1;
+}
+
+int memprof_inject_call(pid_t pid, const char *library, const char *function, const char *arg,
+                        struct inject_result *res, char *err, size_t errsize)
+{
+    struct inject_args a = {.str = arg};
+    return memprof_inject_call_args(pid, library, function, &a, res, err, errsize);
 }
 
 #endif

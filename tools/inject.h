@@ -26,10 +26,26 @@ struct inject_result {
  * `int function(const char *arg)` from it on one of the target's threads. Returns 0 with
  * *res filled, or -1 with one line (no "memprof:" prefix) in err. The target is never left
  * stopped or traced: if this process dies at any moment, the borrowed thread completes
- * the call on its own and resumes where it was (except for a window of one instruction
+ * the call on its own and resumes where it was (except for a window of microseconds
  * while the first call maps the code page, tools/inject.c). SIGINT, SIGTERM, SIGHUP and
- * SIGQUIT are blocked while the call runs. */
+ * SIGQUIT are blocked here while the call runs; in the target, signals arriving meanwhile are
+ * delivered after it, where the thread was. */
 int memprof_inject_call(pid_t pid, const char *library, const char *function, const char *arg,
                         struct inject_result *res, char *err, size_t errsize);
+
+/* The arguments of memprof_inject_call_args()'s call: function(a0, a1), where a0 is the
+ * address of a copy of `str` in the target when str is not NULL (at most 4095 bytes). */
+struct inject_args {
+    const char *str;
+    long a0, a1;
+};
+
+/* As memprof_inject_call(), for `long function(long a0, long a1)` (only the low 32 bits of
+ * its result are kept, sign-extended, as for an int): a libc function such as memfd_create()
+ * or close() with library "libc.so.6", which dlopen() finds loaded. An empty `function` only
+ * loads the library (res->value is then 0). */
+int memprof_inject_call_args(pid_t pid, const char *library, const char *function,
+                             const struct inject_args *args, struct inject_result *res, char *err,
+                             size_t errsize);
 
 #endif

@@ -16,6 +16,18 @@ Cases:
   static        a statically linked process is refused as such
   other-user    as another user (root only: setpriv), a root process is refused as such
   plugin        a process preloading the plugin with MEMPROF_START=0 is started through it
+  eintr         (attach-inject, probe_signal) SIGUSR1 raised in the middle of the call: the
+                handler runs after the call, and the read() it interrupts ends with EINTR
+                (installed without SA_RESTART), registers and errno intact
+  restart       the same with SA_RESTART: the handler runs after the call, the read goes on
+  sleep         a target in nanosleep(): the sleep continues and returns 0, errno intact
+  exit-during   (probe_exit) the process exits during the call: reported as ended
+  exec-during   (probe_exec) another thread exec()s during the call: reported as such, and
+                the new program runs untraced
+  fork          a target forking on two threads: the attach works, every child exits 0
+  exit-profiling the target exits while profiled: one line, exit 1
+  accuracy      a target turning 200 MiB over each second, attached for 5 s at 64 KiB: the
+                estimated live heap is within 10 % of 200 MiB
 Exit 77 (skipped) where this process may not ptrace its children.
 """
 import argparse
@@ -59,13 +71,16 @@ def status(pid, key):
 
 
 class Target:
-    def __init__(self, exe, mode, env=None):
-        self.p = subprocess.Popen([exe, mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  env=env)
-        line = self.p.stdout.readline()
-        if line != b"ready\n":
-            fail("target did not start: %r" % line)
+    def __init__(self, exe, mode, env=None, argv=None):
+        self.p = subprocess.Popen(argv or [exe, mode], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, env=env)
+        self.expect(b"ready\n")
         self.pid = self.p.pid
+
+    def expect(self, want):
+        line = self.p.stdout.readline()
+        if line != want:
+            fail("target printed %r, expected %r" % (line, want))
 
     def check_running(self):
         if self.p.poll() is not None:
@@ -258,12 +273,139 @@ def case_plugin(args, tmp):
         t.end()
 
 
+def inject(args, pid, function, arg=""):
+    r = subprocess.run([args.inject, str(pid), args.probe, function, arg],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    return r.returncode, r.stderr.decode()
+
+
+def case_signal(args, tmp, mode):
+    t = Target(args.target, mode)
+    try:
+        time.sleep(0.2)  # in the read
+        rc, err = inject(args, t.pid, "probe_signal")
+        if rc != 0:
+            fail("attach-inject: exit %d: %s" % (rc, err))
+        # The handler runs once the thread is given back, not on top of the call.
+        for want in (b"probe\n", b"probe-end\n", b"handler\n"):
+            t.expect(want)
+        if mode != "eintr":  # else the read ended: the target checks and exits
+            t.check_running()
+            t.p.stdin.write(b"x")
+        t.p.stdin.close()
+        out = t.p.stdout.read()  # what expect() left in the buffer, too
+        t.p.wait(timeout=30)
+        if t.p.returncode != 0 or out != b"ok\n":
+            fail("target after the call: status %d, %r" % (t.p.returncode, out))
+    finally:
+        t.end()
+
+
+def case_eintr(args, tmp):
+    case_signal(args, tmp, "eintr")
+
+
+def case_restart(args, tmp):
+    case_signal(args, tmp, "restart")
+
+
+def case_sleep(args, tmp):
+    t = Target(args.target, "sleep")
+    try:
+        time.sleep(0.2)  # in the sleep
+        _, err = attach(args, "-d", "1", "-o", os.path.join(tmp, "z.pb.gz"), str(t.pid))
+        if "its system call restarted" not in err:
+            fail("the sleep was not reported as restarted:\n" + err)
+        out, _ = t.p.communicate(timeout=30)
+        if t.p.returncode != 0 or out != b"ok\n":
+            fail("target after the attach: status %d, %r" % (t.p.returncode, out))
+    finally:
+        t.end()
+
+
+def case_exit_during(args, tmp):
+    t = Target(args.target, "blocked")
+    try:
+        rc, err = inject(args, t.pid, "probe_exit")
+        if rc != 1 or "the process ended while memprof was attaching" not in err:
+            fail("attach-inject: exit %d: %r" % (rc, err))
+        if t.p.wait(timeout=30) != 7:
+            fail("target status %d, expected 7 (its own exit)" % t.p.returncode)
+    finally:
+        t.end()
+
+
+def case_exec_during(args, tmp):
+    t = Target(args.target, "blocked")
+    try:
+        rc, err = inject(args, t.pid, "probe_exec", "blocked")
+        if rc != 1 or "called exec()" not in err:
+            fail("attach-inject: exit %d: %r" % (rc, err))
+        t.expect(b"ready\n")  # the new program
+        t.check_running()
+        out, _ = t.p.communicate(b"x", timeout=30)
+        if t.p.returncode != 0 or out != b"ok\n":
+            fail("the new program: status %d, %r" % (t.p.returncode, out))
+    finally:
+        t.end()
+
+
+def case_fork(args, tmp):
+    t = Target(args.target, "fork")
+    try:
+        attach(args, "-d", "1", "-r", "64K", "-o", os.path.join(tmp, "f.pb.gz"), str(t.pid))
+        t.check_running()
+        out, _ = t.p.communicate(b"x", timeout=60)
+        if t.p.returncode != 0 or out != b"ok\n":
+            fail("target after the attach: status %d, %r" % (t.p.returncode, out))
+    finally:
+        t.end()
+
+
+def case_exit_profiling(args, tmp):
+    t = Target(args.target, "loop")
+    try:
+        p = subprocess.Popen([args.memprof, "attach", "-d", "30", "-o",
+                              os.path.join(tmp, "e.pb.gz"), str(t.pid)],
+                             stderr=subprocess.PIPE)
+        line = p.stderr.readline().decode()
+        if "attached to" not in line:
+            p.kill()
+            fail("memprof attach: %r" % line)
+        t.p.kill()
+        t.p.wait()
+        err = p.stderr.read().decode()
+        rc = p.wait(timeout=60)
+        if rc != 1 or "ended before the profile was written" not in err:
+            fail("exit %d: %r" % (rc, err))
+    finally:
+        t.end()
+
+
+def case_accuracy(args, tmp):
+    t = Target(args.target, "churn200")
+    try:
+        # 5 s at 64 KiB: ~3,200 samples live, a standard error of ~2 %; the whole working set
+        # is replaced after the first second, so all of it is in the profile.
+        _, err = attach(args, "-d", "5", "-r", "64K", "-o", os.path.join(tmp, "c.pb.gz"),
+                        str(t.pid))
+        live = live_mib(err)
+        if not 180 <= live <= 220:
+            fail("live heap %.1f MiB, expected 200 MiB within 10 %%:\n%s" % (live, err))
+        print("estimated %.1f MiB of 200 MiB (%+.1f %%)" % (live, (live / 200 - 1) * 100))
+        t.check_running()
+    finally:
+        t.end()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--memprof", required=True)
     ap.add_argument("--target", required=True)
     ap.add_argument("--static-target")
     ap.add_argument("--plugin")
+    ap.add_argument("--inject")
+    ap.add_argument("--probe")
     ap.add_argument("case")
     args = ap.parse_args()
     if args.case not in ("no-process", "static") and not can_ptrace():
@@ -272,7 +414,10 @@ def main():
     cases = {"blocked": case_blocked, "threads": case_threads, "again": case_again,
              "stop": case_stop, "no-process": case_no_process, "killed": case_killed,
              "traced": case_traced, "static": case_static, "other-user": case_other_user,
-             "plugin": case_plugin}
+             "plugin": case_plugin, "eintr": case_eintr, "restart": case_restart,
+             "sleep": case_sleep, "exit-during": case_exit_during,
+             "exec-during": case_exec_during, "fork": case_fork,
+             "exit-profiling": case_exit_profiling, "accuracy": case_accuracy}
     with tempfile.TemporaryDirectory() as tmp:
         os.chmod(tmp, 0o755)
         cases[args.case](args, tmp)
