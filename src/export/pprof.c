@@ -80,10 +80,10 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "core/hash.h"
 #include "export/protobuf.h"
+#include "export/zlib_load.h"
 #include "memprof/memprof.h"
 
 /* profile.proto field numbers. */
@@ -762,15 +762,19 @@ static void encode_extension(struct writer *w)
 /* Deflates the message to `out` with a gzip header. */
 static int gzip_to(const struct memprof_pb_buf *msg, FILE *out)
 {
+    const struct memprof__zlib *zl = memprof__zlib();
+    if (!zl)
+        return -ELIBACC;
     z_stream zs = {0};
     /* windowBits 15 + 16: a gzip header and trailer instead of zlib's. */
-    int zrc = deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+    int zrc = zl->deflate_init2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
+                                Z_DEFAULT_STRATEGY, ZLIB_VERSION, (int)sizeof zs);
     if (zrc != Z_OK)
         return zrc == Z_MEM_ERROR ? -ENOMEM : -EINVAL;
     static const size_t chunk = 1u << 16;
     unsigned char *obuf = malloc(chunk);
     if (!obuf) {
-        deflateEnd(&zs);
+        zl->deflate_end(&zs);
         return -ENOMEM;
     }
     int rc = 0;
@@ -785,7 +789,7 @@ static int gzip_to(const struct memprof_pb_buf *msg, FILE *out)
         }
         zs.next_out = obuf;
         zs.avail_out = (uInt)chunk;
-        zrc = deflate(&zs, fed == msg->len ? Z_FINISH : Z_NO_FLUSH);
+        zrc = zl->deflate(&zs, fed == msg->len ? Z_FINISH : Z_NO_FLUSH);
         if (zrc == Z_STREAM_ERROR) {
             rc = -EINVAL;
             break;
@@ -797,7 +801,7 @@ static int gzip_to(const struct memprof_pb_buf *msg, FILE *out)
         }
     } while (zrc != Z_STREAM_END);
     free(obuf);
-    deflateEnd(&zs);
+    zl->deflate_end(&zs);
     if (rc == 0 && ferror(out))
         rc = -EIO;
     return rc;

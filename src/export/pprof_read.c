@@ -24,9 +24,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "export/protobuf.h"
+#include "export/zlib_load.h"
 #include "memprof/memprof.h"
 
 size_t memprof__pprof_read_limit = MEMPROF_PPROF_MAX_SIZE;
@@ -193,9 +193,12 @@ static void *alloc_array(size_t n, size_t size)
 static int gunzip(struct reader *r, const uint8_t *in, size_t len)
 {
     const size_t limit = memprof__pprof_read_limit;
+    const struct memprof__zlib *zl = memprof__zlib();
+    if (!zl)
+        return fail(r, "zlib (libz.so.1) cannot be loaded to decompress it");
     z_stream zs = {0};
     /* 15 + 16: gzip only (profile.proto's on-disk form); zlib checks the CRC and length. */
-    if (inflateInit2(&zs, 15 + 16) != Z_OK)
+    if (zl->inflate_init2(&zs, 15 + 16, ZLIB_VERSION, (int)sizeof zs) != Z_OK)
         return -ENOMEM;
     size_t cap = len < limit / 4 ? len * 4 + 4096 : limit;
     if (cap > limit)
@@ -232,7 +235,7 @@ static int gunzip(struct reader *r, const uint8_t *in, size_t len)
         size_t room = cap - n < ((size_t)1 << 30) ? cap - n : ((size_t)1 << 30);
         zs.next_out = buf + n;
         zs.avail_out = (uInt)room;
-        int zrc = inflate(&zs, Z_NO_FLUSH);
+        int zrc = zl->inflate(&zs, Z_NO_FLUSH);
         n += room - zs.avail_out;
         if (zrc == Z_STREAM_END) {
             size_t left = zs.avail_in + (len - fed);
@@ -240,7 +243,7 @@ static int gunzip(struct reader *r, const uint8_t *in, size_t len)
                 break;
             /* gzip allows concatenated members; anything else after the end is corrupt. */
             const uint8_t *next = in + (len - left);
-            if (left >= 2 && next[0] == 0x1f && next[1] == 0x8b && inflateReset(&zs) == Z_OK)
+            if (left >= 2 && next[0] == 0x1f && next[1] == 0x8b && zl->inflate_reset(&zs) == Z_OK)
                 continue;
             rc = fail(r, "%zu bytes of trailing garbage after the gzip stream", left);
             goto out;
@@ -265,7 +268,7 @@ static int gunzip(struct reader *r, const uint8_t *in, size_t len)
     buf = NULL;
 out:
     free(buf);
-    inflateEnd(&zs);
+    zl->inflate_end(&zs);
     return rc;
 }
 
