@@ -1,0 +1,170 @@
+# SPDX-License-Identifier: MIT
+"""``memprof run -- python3 script.py`` with no change to the script (issue 20, item 2).
+
+memprof run sees that the program is a Python interpreter and puts its bootstrap first on
+PYTHONPATH; the bootstrap's sitecustomize loads the binding built for the interpreter under
+test (from the build tree: PYTHONPATH and LD_LIBRARY_PATH are removed here, so nothing but
+the bootstrap can find it), which joins the plugin's engine with Python frames and the PyMem
+hooks. Checked for each interpreter the binding is built for:
+
+- accuracy: a script holding ~100 MB in small objects (dicts of short strings, which
+  pymalloc keeps in mmap'ed arenas the plugin alone never sees) and 100 MB in bytearrays:
+  the peak estimate is within 12 % of what tracemalloc counts for the same script in a
+  separate run (every Python allocation, exact sizes); the top site at the peak is the
+  script's function, with its file and line;
+- the interpreter is recognised by name, through env, and from a script's #! line;
+- --no-runtime leaves the interpreter alone (no Python frames in the sites);
+- a script that calls memprof.start() and uses MemoryProfiler joins instead of failing;
+- a sitecustomize of the user's still runs (the bootstrap imports the one it hides).
+
+The summary is read from memprof run's standard error: the "Peak:" line and the block of the
+first site at the peak.
+"""
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import PYTHON, base_env
+
+MEMPROF = os.environ.get("MEMPROF_TEST_COMMAND", "")
+
+pytestmark = pytest.mark.skipif(
+    not (MEMPROF and os.path.exists(MEMPROF)), reason="the memprof command was not built"
+)
+
+HOLD = '''
+import os, sys
+def small_objects():
+    out = []
+    for i in range(300000):
+        out.append({"k": "v%d" % i, "w": "x%d" % i})  # LINE_SMALL
+    return out
+
+def buffers():
+    out = []
+    for _ in range(1000):
+        out.append(bytearray(100_000))                 # LINE_BUFFERS
+    return out
+
+a = small_objects()
+b = buffers()
+if os.environ.get("HOLD_TRUTH"):
+    import tracemalloc
+    print(tracemalloc.get_traced_memory()[0])
+'''
+
+UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+
+
+def line_of(marker: str, text: str = HOLD) -> int:
+    return next(i for i, l in enumerate(text.splitlines(), 1) if marker in l)
+
+
+def run_env() -> dict:
+    env = base_env()
+    # Only the bootstrap may find the binding.
+    env.pop("PYTHONPATH", None)
+    env.pop("LD_LIBRARY_PATH", None)
+    return env
+
+
+def memprof_run(tmp_path: Path, argv, options=(), env=None, check=True):
+    r = subprocess.run([MEMPROF, "run", "-r", "64K", "-o", str(tmp_path / "out.pb.gz"),
+                        *options, "--", *argv], env=env or run_env(), capture_output=True,
+                       text=True, timeout=300, cwd=str(tmp_path))
+    if check and r.returncode != 0:
+        pytest.fail(f"memprof run exited with {r.returncode}\n{r.stderr[-4000:]}")
+    return r
+
+
+def peak_bytes(summary: str) -> float:
+    m = re.search(r"^Peak: ([\d.]+) (B|KiB|MiB|GiB)", summary, re.M)
+    assert m, summary
+    return float(m.group(1)) * UNITS[m.group(2)]
+
+
+def sites_at_peak(summary: str) -> list:
+    """The text of each site listed first in the summary (at the peak), in order."""
+    parts = re.split(r"^Top sites by [^\n]*\n", summary, flags=re.M)
+    assert len(parts) > 1, summary
+    return re.findall(r"^ *\d+\. .*?(?=^ *\d+\. |\Z)", parts[1], re.M | re.S)
+
+
+@pytest.fixture
+def hold(tmp_path) -> Path:
+    path = tmp_path / "hold.py"
+    path.write_text(HOLD)
+    return path
+
+
+def test_accuracy_and_python_sites_with_no_code_change(tmp_path, hold):
+    env = run_env()
+    env.update(HOLD_TRUTH="1", PYTHONTRACEMALLOC="1")
+    truth = int(subprocess.run([PYTHON, str(hold)], env=env, capture_output=True, text=True,
+                               check=True, timeout=300).stdout.split()[-1])
+    r = memprof_run(tmp_path, [PYTHON, str(hold)])
+    assert "no Python binding" not in r.stderr, r.stderr
+    estimate = peak_bytes(r.stderr)
+    assert abs(estimate - truth) <= 0.12 * truth, (estimate, truth, r.stderr[:3000])
+    # The two sites are the script's two functions, with their lines (either may be larger,
+    # by interpreter version).
+    top = sites_at_peak(r.stderr)[:2]
+    small = [t for t in top if "small_objects" in t]
+    big = [t for t in top if "buffers" in t]
+    assert small and big, top
+    assert f"hold.py:{line_of('LINE_SMALL')}" in small[0], small[0]
+    assert f"hold.py:{line_of('LINE_BUFFERS')}" in big[0], big[0]
+
+
+@pytest.mark.parametrize("how", ["env", "shebang"])
+def test_the_interpreter_is_recognised_through_env_and_shebang(tmp_path, hold, how):
+    if how == "env":
+        argv = ["env", "A=1", PYTHON, str(hold)]
+    else:
+        script = tmp_path / "hold_script"
+        script.write_text(f"#!{PYTHON}\n" + HOLD)
+        script.chmod(0o755)
+        argv = [str(script)]
+    r = memprof_run(tmp_path, argv)
+    assert any("small_objects" in t for t in sites_at_peak(r.stderr)[:2]), r.stderr[:3000]
+
+
+def test_no_runtime_leaves_the_interpreter_alone(tmp_path, hold):
+    r = memprof_run(tmp_path, [PYTHON, str(hold)], options=["--no-runtime"])
+    # No Python frame names a site: the plugin alone sees the interpreter's C functions.
+    assert "small_objects" not in r.stderr and "hold.py:" not in r.stderr, r.stderr[:3000]
+
+
+JOINS = '''
+import warnings, memprof
+memprof.start(sampling_rate_kb=16)
+with memprof.MemoryProfiler() as mp:
+    kept = [bytearray(100_000) for _ in range(300)]
+print(mp.allocated_bytes, mp.live_bytes, memprof.get_stats().state)
+'''
+
+
+def test_a_script_that_starts_memprof_joins_the_run(tmp_path):
+    script = tmp_path / "joins.py"
+    script.write_text(JOINS)
+    r = memprof_run(tmp_path, [PYTHON, str(script)])
+    assert r.stderr.count("joined the running profile") == 1, r.stderr
+    assert "ignored" not in r.stderr and "already active" not in r.stderr, r.stderr
+    allocated, live, state = r.stdout.split()
+    assert state == "active"
+    assert 20e6 <= int(live) <= 45e6 and 20e6 <= int(allocated) <= 45e6, r.stdout
+
+
+def test_the_users_sitecustomize_still_runs(tmp_path, hold):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import sys\nprint('USER-SITECUSTOMIZE', flush=True)\n")
+    env = run_env()
+    env["PYTHONPATH"] = str(site)
+    r = memprof_run(tmp_path, [PYTHON, str(hold)], env=env)
+    assert "USER-SITECUSTOMIZE" in r.stdout, r.stdout + r.stderr
+    assert any("small_objects" in t for t in sites_at_peak(r.stderr)[:2]), r.stderr[:3000]
