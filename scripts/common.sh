@@ -13,12 +13,13 @@ MEMPROF_BUILD_DEPS=(meson ninja-build gcc libc6-dev pkg-config libunwind-dev lib
 # bindings' tests (php8.2-dev brings PHP's run-tests.php, php8.2-cli the interpreter), other
 # programs and allocators the integration and hardening tests run under the plugin
 # (sqlite3, jemalloc, tcmalloc), the Go toolchain whose `go tool pprof`
-# reads our pprof files, jsonschema for the speedscope schema check, and the ABI,
-# documentation and man-page gates (abidiff, doxygen, groff).
+# reads our pprof files, jsonschema for the speedscope schema check, the ABI,
+# documentation and man-page gates (abidiff, doxygen, groff), and libbpf with bpftool for
+# the command's eBPF mode (clang compiles its BPF program).
 MEMPROF_TEST_DEPS=("${MEMPROF_BUILD_DEPS[@]}" clang libclang-rt-dev python3-dev python3-pytest
                    python3-numpy ruby-dev ruby-minitest php8.2-dev php8.2-cli sqlite3
                    libjemalloc2 libtcmalloc-minimal4 golang-go python3-jsonschema
-                   abigail-tools doxygen groff-base man-db)
+                   abigail-tools doxygen groff-base man-db libbpf-dev bpftool)
 
 memprof_log() {
     printf '%s: %s\n' "${MEMPROF_SCRIPT:-memprof}" "$*" >&2

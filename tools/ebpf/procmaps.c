@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The mapping cache of procmaps.h. Only executable, file-backed mappings are kept: return
+ * addresses point into code. Modules are remembered by path for the life of the session
+ * (frames keep pointing at them after a dlclose); the build id and the load bias come from
+ * the file itself (elfscan.h).
+ */
+#define _GNU_SOURCE
+#include "procmaps.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "elfscan.h"
+
+static bool same_root(pid_t pid)
+{
+    char p[64];
+    struct stat a, b;
+    snprintf(p, sizeof p, "/proc/%d/root/", (int)pid);
+    return stat(p, &a) == 0 && stat("/", &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+static long module_index(struct memprof_ebpf_maps *m, const char *path)
+{
+    for (size_t i = 0; i < m->nmodules; i++)
+        if (strcmp(m->modules[i].path, path) == 0)
+            return (long)i;
+    struct memprof_ebpf_module *nm = realloc(m->modules, (m->nmodules + 1) * sizeof *nm);
+    if (!nm)
+        return -1;
+    m->modules = nm;
+    struct memprof_ebpf_module *mod = &nm[m->nmodules];
+    memset(mod, 0, sizeof *mod);
+    mod->path = strdup(path);
+    if (m->foreign_root) {
+        char buf[PATH_MAX + 64];
+        snprintf(buf, sizeof buf, "/proc/%d/root%s", (int)m->pid, path);
+        mod->open = strdup(buf);
+    } else {
+        mod->open = strdup(path);
+    }
+    if (!mod->path || !mod->open) {
+        free(mod->path);
+        free(mod->open);
+        return -1;
+    }
+    memprof__ebpf_elf_build_id(mod->open, mod->build_id);
+    return (long)m->nmodules++;
+}
+
+int memprof__ebpf_maps_refresh(struct memprof_ebpf_maps *m)
+{
+    char p[64];
+    snprintf(p, sizeof p, "/proc/%d/maps", (int)m->pid);
+    FILE *f = fopen(p, "re");
+    if (!f)
+        return errno == ENOENT ? -ESRCH : -errno;
+    char *line = NULL;
+    size_t cap = 0;
+    size_t n = 0;
+    struct memprof_ebpf_mapping *maps = NULL;
+    while (getline(&line, &cap, f) > 0) {
+        uint64_t start, end, off;
+        char perms[8];
+        int path_at = 0;
+        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s %n", &start, &end, perms,
+                   &off, &path_at) < 4 ||
+            perms[2] != 'x' || !path_at || line[path_at] != '/')
+            continue;
+        char *path = line + path_at;
+        path[strcspn(path, "\n")] = 0;
+        if (strstr(path, " (deleted)"))
+            continue;
+        long mod = module_index(m, path);
+        uint64_t vaddr;
+        if (mod < 0 || !memprof__ebpf_elf_vaddr_of(m->modules[mod].open, off, &vaddr))
+            continue;
+        struct memprof_ebpf_mapping *nm = realloc(maps, (n + 1) * sizeof *nm);
+        if (!nm)
+            break;
+        maps = nm;
+        maps[n++] = (struct memprof_ebpf_mapping){start, end, off, start - vaddr, (size_t)mod};
+    }
+    free(line);
+    fclose(f);
+    free(m->maps);
+    m->maps = maps;
+    m->nmaps = n;
+    return 0;
+}
+
+int memprof__ebpf_maps_init(struct memprof_ebpf_maps *m, pid_t pid)
+{
+    memset(m, 0, sizeof *m);
+    m->pid = pid;
+    m->foreign_root = !same_root(pid);
+    return memprof__ebpf_maps_refresh(m);
+}
+
+static const struct memprof_ebpf_mapping *lookup(const struct memprof_ebpf_maps *m, uint64_t addr)
+{
+    for (size_t i = 0; i < m->nmaps; i++)
+        if (addr >= m->maps[i].start && addr < m->maps[i].end)
+            return &m->maps[i];
+    return NULL;
+}
+
+const struct memprof_ebpf_mapping *memprof__ebpf_maps_find(struct memprof_ebpf_maps *m,
+                                                           uint64_t addr)
+{
+    const struct memprof_ebpf_mapping *r = lookup(m, addr);
+    if (r || memprof__ebpf_maps_refresh(m) != 0)
+        return r;
+    return lookup(m, addr);
+}
+
+void memprof__ebpf_maps_free(struct memprof_ebpf_maps *m)
+{
+    for (size_t i = 0; i < m->nmodules; i++) {
+        free(m->modules[i].path);
+        free(m->modules[i].open);
+    }
+    free(m->modules);
+    free(m->maps);
+    memset(m, 0, sizeof *m);
+}

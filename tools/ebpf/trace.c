@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One eBPF trace (trace.h): session.c in the kernel, procmaps.c and record.c here, and the
+ * command's own symbolizer, writers and summary at the end (cli.h), so a profile of this
+ * mode is written, read back and compared like any other. The maps of the process are read
+ * when its first record arrives, not at the start: `run --ebpf` starts tracing before the
+ * exec, when the process is still a copy of this one.
+ */
+#define _GNU_SOURCE
+#include "trace.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/values.h"
+#include "cli.h"
+#include "ebpf_cli.h"
+#include "elfscan.h"
+#include "export/symbolize.h"
+#include "procmaps.h"
+#include "record.h"
+#include "session.h"
+
+#define LIVE_ENTRIES 262144 /* live samples the kernel map holds: 128 GiB at 512 KiB */
+#define TEXT_TOP     20
+
+struct memprof_ebpf_trace {
+    struct memprof_ebpf_session *session;
+    struct memprof_ebpf_maps maps;
+    bool maps_ready;
+    struct memprof_ebpf_record *record;
+    pid_t pid;
+    uint64_t rate, start_ns;
+    int record_err;
+    unsigned libc_probes, rust_probes;
+    char libc_where[256], rust_where[256];
+    char no_free_where[256]; /* files with a GlobalAlloc::alloc but no ::dealloc */
+    /* The functions that called the allocator (each stack's first), checked for frame
+     * pointers at the end. */
+    unsigned fp_checked, fp_missing;
+    char fp_example[128];
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    return b ? b + 1 : path;
+}
+
+static void note_where(char *buf, size_t size, const char *path)
+{
+    size_t len = strlen(buf);
+    if (len + 1 < size)
+        snprintf(buf + len, size - len, "%s%s", len ? ", " : "", base_name(path));
+}
+
+int memprof__ebpf_trace_start(const char *cmd, pid_t pid, uint64_t rate,
+                              const struct memprof_ebpf_file *files, unsigned nfiles,
+                              struct memprof_ebpf_trace **out)
+{
+    *out = NULL;
+    struct memprof_ebpf_trace *t = calloc(1, sizeof *t);
+    if (!t) {
+        memprof_cli_error("%s: out of memory", cmd);
+        return CLI_EXIT_FAILURE;
+    }
+    t->pid = pid;
+    t->rate = rate;
+    int err = memprof__ebpf_session_open(pid, rate, LIVE_ENTRIES, &t->session);
+    if (err == -EPERM || err == -ENOSYS || err == -EINVAL) {
+        memprof_cli_error("%s --ebpf: this process may not load BPF programs (%s): run it as "
+                          "root, or with CAP_BPF and CAP_PERFMON",
+                          cmd, strerror(-err));
+        free(t);
+        return CLI_EXIT_NO_BPF;
+    }
+    if (err) {
+        memprof_cli_error("%s --ebpf: cannot load the BPF program: %s", cmd, strerror(-err));
+        free(t);
+        return CLI_EXIT_FAILURE;
+    }
+    for (unsigned i = 0; i < nfiles; i++) {
+        struct memprof_ebpf_elf elf;
+        if (memprof__ebpf_elf_scan(files[i].path, files[i].libc, &elf) != 0)
+            continue;
+        int n = memprof__ebpf_session_attach(t->session, files[i].path, &elf);
+        if (n <= 0)
+            continue;
+        unsigned libc = 0, rust = 0, ga_alloc = 0, ga_free = 0;
+        for (size_t k = 0; k < elf.nprobes; k++) {
+            elf.probes[k].rust ? rust++ : libc++;
+            ga_alloc += elf.probes[k].kind == MEMPROF_EBPF_PROBE_GA_ALLOC;
+            ga_free += elf.probes[k].kind == MEMPROF_EBPF_PROBE_GA_DEALLOC;
+        }
+        if (ga_alloc && !ga_free)
+            note_where(t->no_free_where, sizeof t->no_free_where, files[i].path);
+        if (libc) {
+            t->libc_probes += libc;
+            note_where(t->libc_where, sizeof t->libc_where, files[i].path);
+        }
+        if (rust) {
+            t->rust_probes += rust;
+            note_where(t->rust_where, sizeof t->rust_where, files[i].path);
+        }
+    }
+    if (!t->libc_probes && !t->rust_probes) {
+        memprof_cli_error("%s --ebpf: found no allocator entry point to probe (malloc & co. or "
+                          "the Rust allocator shims) in %s%s",
+                          cmd, nfiles ? files[0].path : "the process",
+                          nfiles > 1 ? " or its C library" : "");
+        memprof__ebpf_session_close(t->session);
+        free(t);
+        return CLI_EXIT_FAILURE;
+    }
+    t->start_ns = now_ns();
+    *out = t;
+    return 0;
+}
+
+static int on_event(void *ctx, const struct memprof_ebpf_event *e)
+{
+    struct memprof_ebpf_trace *t = ctx;
+    if (!t->maps_ready) {
+        if (memprof__ebpf_maps_init(&t->maps, t->pid) != 0)
+            t->maps.pid = t->pid; /* gone: frames stay addresses */
+        t->maps_ready = true;
+        if (!(t->record = memprof__ebpf_record_new(&t->maps, t->rate, t->start_ns)))
+            return t->record_err = -ENOMEM;
+    }
+    int err = memprof__ebpf_record_event(t->record, e);
+    if (err)
+        t->record_err = err;
+    return err;
+}
+
+int memprof__ebpf_trace_poll(struct memprof_ebpf_trace *t, int timeout_ms)
+{
+    int n = memprof__ebpf_session_poll(t->session, timeout_ms, on_event, t);
+    return n < 0 ? n : t->record_err;
+}
+
+void memprof__ebpf_trace_drain(struct memprof_ebpf_trace *t)
+{
+    while (memprof__ebpf_session_poll(t->session, 0, on_event, t) > 0)
+        ;
+}
+
+/* Whether the functions that called the allocator keep frame pointers: the first native
+ * frame of the largest stacks, read from their files (at most FP_CHECKS functions). */
+#define FP_CHECKS 64
+static void check_frame_pointers(struct memprof_ebpf_trace *t, const struct memprof_profile *p)
+{
+    uint64_t seen[FP_CHECKS];
+    for (size_t s = 0; s < p->nstacks && t->fp_checked < FP_CHECKS; s++) {
+        const struct memprof_pstack *st = &p->stacks[s];
+        const struct memprof_pframe *f = NULL;
+        for (uint32_t j = 0; j < st->nframes && !f; j++)
+            if (!(p->frames[st->frames[j]].flags & MEMPROF_FRAME_INLINED))
+                f = &p->frames[st->frames[j]];
+        if (!f || !f->module || !f->function || f->address < f->load_bias + f->sym_offset)
+            continue;
+        uint64_t start = f->address - f->load_bias - f->sym_offset;
+        bool dup = false;
+        for (unsigned k = 0; k < t->fp_checked && !dup; k++)
+            dup = seen[k] == (start ^ (uint64_t)(uintptr_t)f->module);
+        int fp = dup ? -1 : memprof__ebpf_elf_fp_prologue(f->module, start);
+        if (fp < 0)
+            continue;
+        seen[t->fp_checked++] = start ^ (uint64_t)(uintptr_t)f->module;
+        if (!fp && !t->fp_missing++)
+            snprintf(t->fp_example, sizeof t->fp_example, "%s", f->function);
+    }
+}
+
+struct write_job {
+    const struct memprof_profile *p;
+    memprof_format format;
+};
+
+static int fill(FILE *out, void *ctx)
+{
+    const struct write_job *j = ctx;
+    return memprof_cli_export(j->p, j->format, out, TEXT_TOP, MEMPROF_VIEW_LIVE, false, false);
+}
+
+/* The lines only this mode prints, before the summary. */
+static void notes(const struct memprof_ebpf_trace *t, const struct memprof_ebpf_output *o,
+                  const uint64_t c[MEMPROF_EBPF_COUNTERS], FILE *out)
+{
+    fprintf(out, "eBPF probes:");
+    if (t->libc_probes)
+        fprintf(out, " %u malloc-family entry points (%s)", t->libc_probes, t->libc_where);
+    if (t->rust_probes)
+        fprintf(out, "%s %u Rust allocator entry points (%s)", t->libc_probes ? ";" : "",
+                t->rust_probes, t->rust_where);
+    fprintf(out, "; %" PRIu64 " allocator calls seen, %" PRIu64 " sampled\n", c[MEMPROF_EBPF_CALLS],
+            c[MEMPROF_EBPF_SAMPLES]);
+    if (t->no_free_where[0])
+        fprintf(out,
+                "Rust frees unseen: %s has its global allocator's alloc but no dealloc to "
+                "probe (rustc inlined it): its sampled blocks count as live until the end.\n",
+                t->no_free_where);
+    if (o->attached)
+        fprintf(out, "Allocations made before the probes were attached are unknown: they are "
+                     "not in this profile and their frees are ignored.\n");
+    uint64_t map_full = c[MEMPROF_EBPF_DROP_MAP_FULL], ring_full = c[MEMPROF_EBPF_DROP_RING_FULL];
+    if (map_full || ring_full || c[MEMPROF_EBPF_STACK_ERRORS] || c[MEMPROF_EBPF_FREE_LOST])
+        fprintf(out,
+                "eBPF drops: %" PRIu64 " samples lost (live map full %" PRIu64
+                ", ring buffer full %" PRIu64 "), %" PRIu64 " samples without a stack, %" PRIu64
+                " frees of samples lost (those stay live)\n",
+                map_full + ring_full, map_full, ring_full, c[MEMPROF_EBPF_STACK_ERRORS],
+                c[MEMPROF_EBPF_FREE_LOST]);
+    if (t->fp_missing)
+        fprintf(out,
+                "Frame pointers: %u of the %u functions that called the allocator (%s...) "
+                "set none up: their own frame (each stack's first) is right, the callers above "
+                "them may be missing or wrong. Build with -fno-omit-frame-pointer (C, C++) or "
+                "-C force-frame-pointers=yes (Rust).\n",
+                t->fp_missing, t->fp_checked, t->fp_example);
+}
+
+int memprof__ebpf_trace_finish(struct memprof_ebpf_trace *t, const struct memprof_ebpf_output *o)
+{
+    memprof__ebpf_trace_drain(t);
+    uint64_t c[MEMPROF_EBPF_COUNTERS];
+    memprof__ebpf_session_counters(t->session, c);
+    struct memprof_ebpf_health h = {
+        .dropped = c[MEMPROF_EBPF_DROP_MAP_FULL] + c[MEMPROF_EBPF_DROP_RING_FULL],
+        .stack_errors = c[MEMPROF_EBPF_STACK_ERRORS],
+        .free_lost = c[MEMPROF_EBPF_FREE_LOST],
+    };
+    if (!t->record && !(t->record = memprof__ebpf_record_new(&t->maps, t->rate, t->start_ns))) {
+        memprof_cli_error("out of memory");
+        return CLI_EXIT_FAILURE;
+    }
+    struct memprof_profile *raw = NULL, *named = NULL;
+    if (t->record_err || memprof__ebpf_record_profile(t->record, now_ns(), &h, &raw) != 0) {
+        memprof_cli_error("out of memory while recording samples");
+        return CLI_EXIT_FAILURE;
+    }
+    struct memprof_cli_symbolize s = {.quiet = o->quiet, .format = o->format};
+    const struct memprof_profile *p = raw;
+    if (memprof_cli_symbolize(raw, &s, &named) == 0 && named)
+        p = named;
+    check_frame_pointers(t, p);
+    struct write_job job = {p, o->format};
+    int rc = memprof_cli_write_atomic(o->path, fill, &job) == 0 ? 0 : CLI_EXIT_FAILURE;
+    if (rc == 0) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *mem = open_memstream(&text, &len);
+        if (mem) {
+            if (!o->quiet) {
+                notes(t, o, c, mem);
+                memprof_cli_write_summary(p, mem, 5);
+            }
+            fclose(mem);
+        }
+        memprof_cli_error("profile of %s (pid %d) written to %s", o->program, (int)t->pid, o->path);
+        if (text)
+            fwrite(text, 1, len, stderr);
+        free(text);
+    }
+    if (named)
+        memprof__profile_symbolized_free(named);
+    memprof_cli_symbolize_end(&s);
+    memprof__profile_free(raw);
+    return rc;
+}
+
+void memprof__ebpf_trace_free(struct memprof_ebpf_trace *t)
+{
+    if (!t)
+        return;
+    memprof__ebpf_session_close(t->session);
+    memprof__ebpf_record_free(t->record);
+    memprof__ebpf_maps_free(&t->maps);
+    free(t);
+}
+
+bool memprof__ebpf_output_path(const char *tmpl, const char *name, memprof_format format, pid_t pid,
+                               char *out)
+{
+    char def[PATH_MAX], expanded[PATH_MAX], cwd[PATH_MAX];
+    if (!tmpl) {
+        int n = snprintf(def, sizeof def, "memprof.%.200s.%%p%s", name,
+                         memprof__format_extension(format));
+        if (n < 0 || (size_t)n >= sizeof def)
+            return false;
+        tmpl = def;
+    }
+    if (!memprof__expand_path(tmpl, pid, expanded, sizeof expanded, NULL))
+        return false;
+    if (expanded[0] == '/') {
+        memcpy(out, expanded, strlen(expanded) + 1);
+        return true;
+    }
+    if (!getcwd(cwd, sizeof cwd))
+        return false;
+    int n = snprintf(out, PATH_MAX, "%s/%s", cwd, expanded);
+    return n > 0 && n < PATH_MAX;
+}
