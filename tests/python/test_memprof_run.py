@@ -168,3 +168,46 @@ def test_the_users_sitecustomize_still_runs(tmp_path, hold):
     r = memprof_run(tmp_path, [PYTHON, str(hold)], env=env)
     assert "USER-SITECUSTOMIZE" in r.stdout, r.stdout + r.stderr
     assert any("small_objects" in t for t in sites_at_peak(r.stderr)[:2]), r.stderr[:3000]
+
+
+def test_an_interpreter_without_a_binding_is_said_in_one_line(tmp_path, hold):
+    # The build tree's bootstrap, told to look in an empty directory: as for a Python whose
+    # version has no binding installed.
+    bootstrap = Path(MEMPROF).parent.parent / "bindings" / "python" / "bootstrap"
+    text = (bootstrap / "sitecustomize.py").read_text()
+    text = re.sub(r"^_BINDING_DIRS = .*$", f"_BINDING_DIRS = [{str(tmp_path / 'none')!r}]",
+                  text, flags=re.M)
+    fake = tmp_path / "bootstrap"
+    fake.mkdir()
+    (fake / "sitecustomize.py").write_text(text)
+    env = run_env()
+    env.update(PYTHONPATH=str(fake), LD_PRELOAD=os.environ["MEMPROF_TEST_PRELOAD"],
+               MEMPROF_START="1", MEMPROF_OUTPUT=str(tmp_path / "p.pb.gz"))
+    r = subprocess.run([PYTHON, str(hold)], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = [l for l in r.stderr.splitlines() if "memprof" in l and "binding" in l]
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("memprof: no Python binding for python3.")
+    assert "Python frames and pymalloc arenas are not profiled" in lines[0]
+
+
+def test_a_memprof_without_python_bootstrap_says_so_in_one_line(tmp_path, hold):
+    # The command copied out of the build tree finds no bootstrap (none relative to it, no
+    # build tree); the plugin is given by MEMPROF_PRELOAD.
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    command = bindir / "memprof"
+    command.write_bytes(Path(MEMPROF).read_bytes())
+    command.chmod(0o755)
+    env = run_env()
+    env["MEMPROF_PRELOAD"] = os.environ["MEMPROF_TEST_PRELOAD"]
+    r = subprocess.run([str(command), "run", "-o", str(tmp_path / "p.pb.gz"), "--", PYTHON,
+                        str(hold)], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    if "no Python binding" not in r.stderr and "small_objects" in r.stderr:
+        pytest.skip("memprof's Python bootstrap is installed on this machine")
+    lines = [l for l in r.stderr.splitlines() if "no Python binding" in l]
+    assert len(lines) == 1, r.stderr
+    assert "install python3-memprof" in lines[0], lines[0]
+    assert "written to" in r.stderr  # the program was profiled all the same
