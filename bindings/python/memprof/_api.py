@@ -763,7 +763,8 @@ class HeapSnapshot:
                             lbytes - (o[2] if o else 0), lcount - (o[5] if o else 0),
                             abytes - (o[7] if o else 0), acount - (o[8] if o else 0))
         for sid, o in before.items():  # cannot happen (sites are never forgotten); be safe
-            self._diff_into(groups, key, user_code, old.stack(sid), 0, 0, -o[2], -o[5], 0, 0)
+            stack = old.stack(sid) if old._handle is not None else []
+            self._diff_into(groups, key, user_code, stack, 0, 0, -o[2], -o[5], 0, 0)
         out = [
             SiteDiff(function=k[0], file=k[1], line=k[2], is_python=k[3], size=g["size"],
                      size_diff=g["size_diff"], count=g["count"], count_diff=g["count_diff"],
@@ -1132,7 +1133,8 @@ def get_snapshot() -> HeapSnapshot:
 
 def _snapshot_without_samples() -> HeapSnapshot:
     """A snapshot whose samples are not read (nor their stacks resolved): what a
-    MemoryProfiler needs at entry, its sites' counters, at little cost on a large heap."""
+    MemoryProfiler needs at entry, its sites' counters, at little cost on a large heap. The
+    library's snapshot is released at once (its copy of the live samples is not needed)."""
     handle = _c.snapshot()
     est = handle.estimate()
     raw = _c.stats()
@@ -1151,7 +1153,7 @@ def _snapshot_without_samples() -> HeapSnapshot:
         timestamp=time.time(),
         timestamp_ns=est["timestamp_ns"],
         unwind_health=_health_from(raw),
-        _handle=handle,
+        _handle=None,
         _sites=handle.sites(),
     )
 
