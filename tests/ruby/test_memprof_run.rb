@@ -6,8 +6,9 @@
 # build tree and joins the plugin's profile, so sites carry Ruby methods. The script holds
 # 100 MB of strings (100,000 of 1,000 characters) in one method: the site holding them, read
 # from the exit summary, is within 12 % of that and names the method with its file and line.
-# Also: a script calling Memprof.start joins (one message), and --no-runtime leaves Ruby
-# alone. No -I paths nor LD_LIBRARY_PATH here: only the bootstrap can find the binding.
+# Also: a script calling Memprof.start joins (one message), --no-runtime leaves Ruby
+# alone, and a Ruby the binding is not built for is said in one line. No -I paths nor
+# LD_LIBRARY_PATH here: only the bootstrap can find the binding.
 
 require_relative 'helper'
 
@@ -81,6 +82,26 @@ class TestMemprofRun < Minitest::Test
       out, err = memprof_run(dir, path)
       assert_equal "active\n", out
       assert_equal 1, err.scan('joined the running profile').size, err
+    end
+  end
+
+  def test_a_ruby_the_binding_is_not_built_for_is_said_in_one_line
+    # The build tree's bootstrap, told the binding is for another Ruby.
+    bootstrap = File.join(File.dirname(MEMPROF), '..', 'bindings', 'ruby', 'bootstrap',
+                          'memprof_bootstrap.rb')
+    in_tmp(APP) do |dir, path|
+      fake = File.join(dir, 'bootstrap.rb')
+      File.write(fake, File.read(bootstrap).sub(/BUILT_FOR = '[^']*'/, "BUILT_FOR = '0.0.0'"))
+      env = clean_env.merge('LD_LIBRARY_PATH' => nil, 'RUBYLIB' => nil, 'RUBYOPT' => "-r#{fake}",
+                            'LD_PRELOAD' => ENV.fetch('MEMPROF_TEST_PRELOAD'),
+                            'MEMPROF_START' => '1',
+                            'MEMPROF_OUTPUT' => File.join(dir, 'p.pb.gz'))
+      _, err, status = Open3.capture3(env, RUBY, path, chdir: dir)
+      assert status.success?, err
+      lines = err.lines.grep(/binding/)
+      assert_equal 1, lines.size, err
+      assert_match(/\Amemprof: no Ruby binding for ruby #{Regexp.escape(RUBY_VERSION)} .*built for 0\.0\.0/,
+                   lines.first)
     end
   end
 end
