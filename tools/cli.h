@@ -68,6 +68,17 @@ int memprof_cli_parse_signal(const char *s);
 /* "SIGUSR2", "SIGRTMIN+3", or "signal 99" into buf. */
 const char *memprof_cli_signal_name(int signo, char *buf, size_t size);
 
+/* ---- how sites are shown (export/sites.c) --------------------------------------------------- */
+
+/* --wrapper PATTERN: adds a pattern (a shell glob of function names; no comma) to the
+ * allocator wrappers that sites are not named after, through MEMPROF_WRAPPERS, which the
+ * writers of this process and of a program this command starts read. Returns false, after
+ * one line, for an empty pattern or one with a comma. */
+bool memprof_cli_add_wrapper(const char *cmd, const char *pattern);
+/* --native: the text and HTML writers (here and in a program started) show every native
+ * frame (MEMPROF_NATIVE=1). */
+void memprof_cli_show_native(void);
+
 /* Format names and extensions: memprof__format_by_name() & co. (api/values.h). */
 
 /* `--value` names: the units "bytes" and "objects", or pprof's sample types inuse_space,
@@ -96,6 +107,12 @@ struct memprof_cli_symbolize {
     struct memprof_offline *session;
     size_t said;           /* modules without files already named on stderr */
     memprof_format format; /* memprof_cli_symbolize_file() writes this (AUTO: pprof) */
+    /* If not NULL, memprof_cli_symbolize_file() also writes the named profile's summary
+     * there (memprof_cli_write_summary(), summary_top sites) when it converts the file to
+     * another format than pprof: memprof run's exit summary, which the converted file could
+     * not give. */
+    FILE *summary;
+    unsigned summary_top;
 };
 /* Names p's unresolved frames; *out is the symbolized copy (p must outlive it; free it with
  * memprof__profile_symbolized_free()). Returns 0, or a negative errno after one line. */

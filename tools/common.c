@@ -80,6 +80,35 @@ uint64_t memprof_cli_parse_rate(const char *v)
     return memprof__parse_rate(v);
 }
 
+bool memprof_cli_add_wrapper(const char *cmd, const char *pattern)
+{
+    if (!*pattern || strchr(pattern, ',')) {
+        memprof_cli_usage_error(cmd, "--wrapper '%s': expected a function name or a shell "
+                                     "pattern of them, without a comma",
+                                pattern);
+        return false;
+    }
+    /* Appended to what the environment already says: the user's own MEMPROF_WRAPPERS. */
+    const char *old = getenv("MEMPROF_WRAPPERS");
+    size_t n = (old ? strlen(old) + 1 : 0) + strlen(pattern) + 1;
+    char *list = malloc(n);
+    if (!list) {
+        memprof_cli_error("%s", strerror(ENOMEM));
+        return false;
+    }
+    snprintf(list, n, "%s%s%s", old && *old ? old : "", old && *old ? "," : "", pattern);
+    bool ok = setenv("MEMPROF_WRAPPERS", list, 1) == 0;
+    free(list);
+    if (!ok)
+        memprof_cli_error("%s", strerror(errno));
+    return ok;
+}
+
+void memprof_cli_show_native(void)
+{
+    setenv("MEMPROF_NATIVE", "1", 1);
+}
+
 bool memprof_cli_parse_uint(const char *s, unsigned long max, unsigned long *out)
 {
     if (!s || *s < '0' || *s > '9')

@@ -16,6 +16,9 @@
  * profiles may have been taken at different sampling rates: the estimates are unbiased at
  * any rate, only their variances differ.
  *
+ * Stacks are keyed from their site's frame outward, as the text report names sites (wrappers
+ * and interpreter internals left out; --wrapper adds wrappers, --native keeps every frame).
+ *
  * --symbolize (and --debug-dir) name the frames of profiles written as addresses first, as
  * `memprof report --symbolize` does (symbolize.c), so the sites read as functions.
  */
@@ -153,21 +156,30 @@ static char *stack_key(const struct memprof_profile *p, const struct memprof_pst
     return key;
 }
 
-static bool add_profile(struct site_table *t, const struct memprof_profile *p, int which)
+static bool add_profile(struct site_table *t, const struct memprof_profile *all, int which)
 {
-    for (size_t i = 0; i < p->nstacks; i++) {
+    /* Stacks as the text report shows them, from their site's frame outward (sites.c): a
+     * site is then matched whatever wrapper or interpreter internals it allocated through. */
+    struct memprof_profile *p;
+    if (memprof__profile_presented(all, memprof__present_native(), &p) != 0)
+        return false;
+    bool ok = true;
+    for (size_t i = 0; i < p->nstacks && ok; i++) {
         const struct memprof_pstack *st = &p->stacks[i];
         if (st->inuse_space == 0 && st->live_samples == 0)
             continue;
         char *key = stack_key(p, st);
         struct site *s = key ? table_get(t, key) : NULL;
-        if (!s)
-            return false;
+        if (!s) {
+            ok = false;
+            break;
+        }
         s->bytes[which] += (double)st->inuse_space;
         s->var[which] += st->inuse_space_var > 0 ? st->inuse_space_var : 0;
         s->samples[which] += st->live_samples;
     }
-    return true;
+    memprof__profile_presented_free(p);
+    return ok;
 }
 
 static int by_abs_change(const void *a, const void *b)
@@ -287,6 +299,8 @@ int memprof_cli_diff(int argc, char **argv)
         {"top", required_argument, NULL, 't'},
         {"symbolize", no_argument, NULL, 's'},
         {"debug-dir", required_argument, NULL, 'd'},
+        {"wrapper", required_argument, NULL, 'W'},
+        {"native", no_argument, NULL, 'N'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -301,6 +315,13 @@ int memprof_cli_diff(int argc, char **argv)
         switch (c) {
         case 's':
             symbolize = true;
+            break;
+        case 'W':
+            if (!memprof_cli_add_wrapper("diff", optarg))
+                return CLI_EXIT_USAGE;
+            break;
+        case 'N':
+            memprof_cli_show_native();
             break;
         case 'd':
             if (ndebug_dirs == MAX_DEBUG_DIRS)

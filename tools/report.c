@@ -89,6 +89,8 @@ int memprof_cli_report(int argc, char **argv)
         {"symbolize", no_argument, NULL, 's'},
         {"debug-dir", required_argument, NULL, 'd'},
         {"addresses", no_argument, NULL, 'A'},
+        {"wrapper", required_argument, NULL, 'W'},
+        {"native", no_argument, NULL, 'N'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -114,6 +116,13 @@ int memprof_cli_report(int argc, char **argv)
             break;
         case 'A':
             job.addresses = true;
+            break;
+        case 'W':
+            if (!memprof_cli_add_wrapper("report", optarg))
+                return CLI_EXIT_USAGE;
+            break;
+        case 'N':
+            memprof_cli_show_native();
             break;
         case 'f':
             format_s = optarg;

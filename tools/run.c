@@ -462,13 +462,23 @@ static void list_children(const struct tmpl_parts *t, pid_t main_pid, const stru
     free(text);
 }
 
+static bool deferred_symbolization(const struct run_options *o);
+
 /* The summary of the main program's profile on stderr (memprof_cli_write_summary()). The profile is
- * read from `read` (a copy when `path` is a stream or device). */
+ * read from `read` (a copy when `path` is a stream or device); one converted to another
+ * format was summarized when it was converted (`converted`, symbolize_written()). */
 static uint64_t print_summary(const struct run_options *o, pid_t pid, const char *path,
-                              const char *read)
+                              const char *read, const char *converted)
 {
     if (o->format != MEMPROF_FORMAT_PPROF) {
         memprof_cli_error("profile of %s (pid %d) written to %s", o->argv[0], (int)pid, path);
+        if (converted && *converted)
+            fputs(converted, stderr);
+        else if (!deferred_symbolization(o))
+            memprof_cli_error("no summary: the program wrote its %s profile itself (--interval, "
+                              "--signal or MEMPROF_SYMBOLIZE); a pprof profile (-o "
+                              "FILE.pb.gz) gives one",
+                              memprof__format_name(o->format));
         return UINT64_MAX; /* not read: no child summary either */
     }
     struct memprof_profile *p = memprof_cli_read_profile(read);
@@ -572,13 +582,17 @@ static bool deferred_symbolization(const struct run_options *o)
 }
 
 /* Names the frames of every profile this run wrote, in place and in the chosen format,
- * before anything reads them. */
+ * before anything reads them. A profile of `pid` converted to another format than pprof
+ * leaves its summary in `summary` (print_summary() cannot read it back). */
 static void symbolize_written(const struct run_options *o, const struct tmpl_parts *t,
-                              const struct pfiles *before, const struct pfiles *after)
+                              const struct pfiles *before, const struct pfiles *after, pid_t pid,
+                              FILE *summary)
 {
-    struct memprof_cli_symbolize s = {.quiet = o->quiet, .format = o->format};
+    struct memprof_cli_symbolize s = {
+        .quiet = o->quiet, .format = o->format, .summary_top = SUMMARY_TOP};
     for (size_t i = 0; deferred_symbolization(o) && i < after->n; i++) {
         char path[PATH_MAX];
+        s.summary = after->v[i].pid == (long)pid ? summary : NULL;
         if (!existed_before(before, &after->v[i]) &&
             snprintf(path, sizeof path, "%s/%s", t->dir, after->v[i].name) < (int)sizeof path)
             memprof_cli_symbolize_file(path, &s);
@@ -677,13 +691,20 @@ static int outcome(const struct run_options *o, struct paths *ps, pid_t pid, int
     char *written = ps->main_file;
     const char *profile = NULL, *read_from = NULL;
     struct pfiles after;
+    /* The summary of a profile converted to another format, taken while it is converted. */
+    char *converted = NULL;
+    size_t converted_len = 0;
+    FILE *summary = o->quiet ? NULL : open_memstream(&converted, &converted_len);
     scan(tp, &after);
-    symbolize_written(o, tp, before, &after);
+    symbolize_written(o, tp, before, &after, pid, summary);
     if (main_file(ps, pid, before, &after, written, sizeof ps->main_file) &&
         written_by_run(written, pid, tp, before, &after, start)) {
         profile = read_from = written;
         if (!tp->ok && deferred_symbolization(o)) { /* not in a listing: only this one */
-            struct memprof_cli_symbolize s = {.quiet = o->quiet, .format = o->format};
+            struct memprof_cli_symbolize s = {.quiet = o->quiet,
+                                              .format = o->format,
+                                              .summary = summary,
+                                              .summary_top = SUMMARY_TOP};
             memprof_cli_symbolize_file(written, &s);
             memprof_cli_symbolize_end(&s);
         }
@@ -702,13 +723,15 @@ static int outcome(const struct run_options *o, struct paths *ps, pid_t pid, int
                                   strerror(errno));
         }
     }
+    if (summary)
+        fclose(summary);
     if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);
         char name[32];
         memprof_cli_signal_name(sig, name, sizeof name);
         uint64_t main_peak = UINT64_MAX;
         if (profile && !o->quiet)
-            main_peak = print_summary(o, pid, profile, read_from);
+            main_peak = print_summary(o, pid, profile, read_from, converted);
         if (!o->quiet) {
             list_children(tp, pid, before, &after);
             if (main_peak != UINT64_MAX)
@@ -722,13 +745,14 @@ static int outcome(const struct run_options *o, struct paths *ps, pid_t pid, int
                               "--interval or --signal for profiles during the run)",
                               o->argv[0], sig, name);
         free(after.v);
+        free(converted);
         return 128 + sig;
     }
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : CLI_EXIT_FAILURE;
     if (!o->quiet) {
         uint64_t main_peak = UINT64_MAX;
         if (profile)
-            main_peak = print_summary(o, pid, profile, read_from);
+            main_peak = print_summary(o, pid, profile, read_from, converted);
         else if (code == CLI_EXIT_NOTFOUND)
             memprof_cli_error("no profile was written for %s (pid %d): it exited with status "
                               "127, so it (or the plugin) could probably not be loaded; see the "
@@ -744,6 +768,7 @@ static int outcome(const struct run_options *o, struct paths *ps, pid_t pid, int
             print_largest_child(tp, pid, before, &after, main_peak);
     }
     free(after.v);
+    free(converted);
     return code;
 }
 
@@ -931,6 +956,8 @@ int memprof_cli_run(int argc, char **argv)
         {"quiet", no_argument, NULL, 'q'},
         {"no-follow", no_argument, NULL, 'F'},
         {"no-runtime", no_argument, NULL, 'R'},
+        {"wrapper", required_argument, NULL, 'W'},
+        {"native", no_argument, NULL, 'N'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -1003,6 +1030,13 @@ int memprof_cli_run(int argc, char **argv)
             break;
         case 'R':
             o.no_runtime = true;
+            break;
+        case 'W': /* MEMPROF_WRAPPERS: this command's summary and the program's writers */
+            if (!memprof_cli_add_wrapper("run", optarg))
+                return CLI_EXIT_USAGE;
+            break;
+        case 'N':
+            memprof_cli_show_native();
             break;
         case 'h':
             memprof_cli_help("run", stdout);

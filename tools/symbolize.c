@@ -82,6 +82,8 @@ int memprof_cli_symbolize_file(const char *path, struct memprof_cli_symbolize *s
     /* A pprof profile already named stays as is; another format is always written. */
     memprof_format format = s->format == MEMPROF_FORMAT_AUTO ? MEMPROF_FORMAT_PPROF : s->format;
     struct rewrite r = {named, format};
+    if (rc == 0 && s->summary && format != MEMPROF_FORMAT_PPROF)
+        memprof_cli_write_summary(named, s->summary, s->summary_top);
     if (rc == 0 && (n || format != MEMPROF_FORMAT_PPROF) &&
         memprof_cli_write_atomic(path, fill, &r) != 0)
         rc = -EIO;

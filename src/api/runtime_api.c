@@ -3,13 +3,18 @@
  * The public runtime API (include/memprof/runtime.h): frame-source registration and the
  * custom-allocator reports, validated here and carried out by the core.
  */
+#define _GNU_SOURCE /* dl_iterate_phdr */
 #include "config.h"
 
 #include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
 #include "core/engine.h"
+#include "core/platform.h"
 #include "core/sources.h"
 #include "memprof/runtime.h"
 
@@ -36,6 +41,40 @@ int memprof_register_frame_source(const memprof_frame_source *source)
 int memprof_unregister_frame_source(int source_id)
 {
     return memprof__sources_unregister(source_id);
+}
+
+/* ---- hook code ------------------------------------------------------------------------ */
+
+/* Whether `addr` lies in a loadable segment of the main program (the first object
+ * dl_iterate_phdr() reports): the user's own code, never to be dropped from stacks. */
+static int in_main_program(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+    (void)size;
+    uintptr_t *addr = ctx;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && *addr >= lo && *addr < lo + ph->p_memsz)
+            return 1;
+    }
+    return 2; /* stop after the first object either way */
+}
+
+/* Registrations of two bindings at once must not interleave in the core's small table, which
+ * is filled at initialisation otherwise (capture.h). */
+static pthread_mutex_t hook_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int memprof_register_hook_code(const void *address)
+{
+    uintptr_t lo, hi, a = (uintptr_t)address;
+    if (!address || memprof__pf_text_range(address, &lo, &hi) != 0)
+        return -EINVAL;
+    if (dl_iterate_phdr(in_main_program, &a) == 1)
+        return -EINVAL;
+    pthread_mutex_lock(&hook_lock);
+    memprof__engine_own_code(address);
+    pthread_mutex_unlock(&hook_lock);
+    return 0;
 }
 
 MEMPROF_SAMPLING_TEXT int memprof_report_alloc(uint64_t id, size_t size)

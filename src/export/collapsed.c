@@ -11,6 +11,10 @@
  * towers as it has return addresses. Unless asked to keep the addresses, such a frame is
  * labelled "module+?", a run of them in one module is one frame, and stacks that become
  * equal are one line with their values summed.
+ *
+ * A line ends at its site's frame, the innermost that is the user's, and interpreter frames
+ * follow each other without the interpreter's own C frames between them (sites.c);
+ * MEMPROF_NATIVE=1 (`--native`) keeps every frame.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -150,10 +154,15 @@ int memprof__export_collapsed(const struct memprof_profile *p, FILE *out, enum m
 {
     if ((unsigned)view >= MEMPROF_VIEW_COUNT)
         return -EINVAL;
-    /* One line per call path: stacks of several threads merged (profile.h). */
-    struct memprof_profile *sites;
-    if (memprof__profile_sites(p, &sites) != 0)
+    /* One line per call path as people read it, ending at the site's frame (sites.c):
+     * stacks of several threads merged (profile.h). */
+    struct memprof_profile *shown, *sites;
+    if (memprof__profile_presented(p, memprof__present_native(), &shown) != 0)
         return -ENOMEM;
+    if (memprof__profile_sites(shown, &sites) != 0) {
+        memprof__profile_presented_free(shown);
+        return -ENOMEM;
+    }
     p = sites;
     struct lines ls = {0};
     int rc = 0;
@@ -175,5 +184,6 @@ int memprof__export_collapsed(const struct memprof_profile *p, FILE *out, enum m
     free(ls.v);
     free(ls.index);
     memprof__profile_sites_free(sites);
+    memprof__profile_presented_free(shown);
     return rc ? rc : ferror(out) ? -EIO : 0;
 }

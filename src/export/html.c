@@ -199,14 +199,16 @@ static const char *const page_tail[] = {
     "     the leaf node, then per view its bytes, interval (lo, hi) and standard deviation where\n",
     "     the view has a variance, objects and samples; the leak rate (bytes per second), the\n",
     "     thread (0 unknown, else index into threads + 1) and the low-information bits (bit v\n",
-    "     for view v: the estimate rests on few samples). life: [stack, 16 lifetime bucket\n",
+    "     for view v: the estimate rests on few samples), the frame that names the site (the\n",
+    "     innermost that is the user's: the leaf unless the page shows every native frame).\n",
+    "     life: [stack, 16 lifetime bucket\n",
     "     counts] for the stacks that freed samples. threads: [tid, name string or -1].\n",
     "     series: [t_ns, live, alloc], the heap over time. */\n",
-    "  var NF = 4, NS = 24, NB = 16;\n",
+    "  var NF = 4, NS = 25, NB = 16;\n",
     "  var C = { node: 0, live: 1, liveLo: 2, liveHi: 3, liveSd: 4, liveObj: 5, liveSamp: 6,\n",
     "    alloc: 7, allocObj: 8, allocSamp: 9, peak: 10, peakLo: 11, peakHi: 12, peakSd: 13,\n",
     "    peakObj: 14, peakSamp: 15, temp: 16, tempObj: 17, tempSamp: 18, leak: 19,\n",
-    "    leakRate: 20, leakSamp: 21, thread: 22, low: 23 };\n",
+    "    leakRate: 20, leakSamp: 21, thread: 22, low: 23, site: 24 };\n",
     "  var nframes = F.length / NF, nnodes = N.length / 2, nstacks = T.length / NS;\n",
     "  var $ = function (id) { return document.getElementById(id); };\n",
     "\n",
@@ -412,7 +414,14 @@ static const char *const page_tail[] = {
     "    item(hl.dropped, ' samples dropped (heap map full)', 1);\n",
     "    item(hl.overflows, ' stack-table overflows', 1);\n",
     "    item(hl.truncated, ' truncated stacks', 1);\n",
-    "    item(hl.unresolved, ' of ' + num(hl.addresses) + ' code addresses without symbols', 0);\n",
+    "    if (hl.raw) {\n",
+    "      /* Written with MEMPROF_SYMBOLIZE=0: nothing was looked up, so nothing failed. */\n",
+    "      p2.appendChild(el('span', 'the profile is unsymbolized (written with ' +\n",
+    "        'MEMPROF_SYMBOLIZE=0): memprof report --symbolize names its frames', 'bad'));\n",
+    "    } else {\n",
+    "      item(hl.unresolved, ' of ' + num(hl.addresses) + ' code addresses without symbols',\n",
+    "        0);\n",
+    "    }\n",
     "    sum.appendChild(p2);\n",
     "    if (h.low && h.samples > 0)\n",
     "      sum.appendChild(el('p', 'Only ' + num(h.samples) + ' live samples: treat the ' +\n",
@@ -762,7 +771,9 @@ static const char *const page_tail[] = {
     "        'No leak suspects: no site\\u2019s surviving allocations are spread over the ' +\n",
     "        'run as a steady leak\\u2019s are.'\n",
     "    };\n",
-    "    $('view-note').textContent = notes[view];\n",
+    "    $('view-note').textContent = (view === 'peak' && D.opened_on_peak ?\n",
+    "      'Nothing sampled was live at the snapshot (the program freed what it allocated), ' +\n",
+    "      'so the page opened on the peak. ' : '') + notes[view];\n",
     "  }\n",
     "  var radios = document.querySelectorAll('input[name=view]');\n",
     "  function setView(v) {\n",
@@ -816,7 +827,7 @@ static const char *const page_tail[] = {
     "    for (var s = 0; s < nstacks; s++) {\n",
     "      var o = s * NS, b = T[o + VI.bytes];\n",
     "      if (!(b > 0) || (term && !stackMatch[s])) continue;\n",
-    "      var p = paths[s], leaf = p[p.length - 1], th = T[o + C.thread];\n",
+    "      var leaf = T[o + C.site], th = T[o + C.thread];\n",
     "      /* By stack: by call-tree leaf, so one stack allocated from several threads is one\n",
     "         row. */\n",
     "      var k = group === 'leaf' ? F[leaf * NF] : group === 'thread' ? th : T[o + C.node];\n",
@@ -1186,7 +1197,7 @@ static unsigned put_view(const struct memprof_pstack *st, enum memprof_view view
 }
 
 static void write_data(const struct memprof_profile *p, const struct html_data *d,
-                       enum memprof_view view, FILE *out)
+                       enum memprof_view view, int opened_on_peak, FILE *out)
 {
     struct memprof_export_interval heap, peak;
     memprof__export_interval((double)p->inuse_space, p->inuse_space_var, p->live_samples,
@@ -1210,12 +1221,14 @@ static void write_data(const struct memprof_profile *p, const struct html_data *
         ",\"low\":%d,\"objects\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"t_ns\":%" PRIu64
         ",\"merged\":%u},\n\"duration_ns\":%" PRIu64 ",\"temp_threshold_ns\":%" PRIu64
         ",\n\"health\":{\"dropped\":%" PRIu64 ",\"overflows\":%" PRIu64 ",\"truncated\":%" PRIu64
-        ",\"unresolved\":%" PRIu64 ",\"addresses\":%" PRIu64 "},\n\"strings\":[",
+        ",\"unresolved\":%" PRIu64 ",\"addresses\":%" PRIu64 ",\"raw\":%d},\n"
+        "\"opened_on_peak\":%d,\n\"strings\":[",
         p->time_unix_ns / 1000000000u, p->sampling_rate, memprof__view_name(view), few,
         p->inuse_space, heap.lo, heap.hi, heap.low_information, p->inuse_objects, p->live_samples,
         p->peak_space, peak.lo, peak.hi, peak.low_information, p->peak_objects, p->peak_samples,
         p->peak_time_ns, p->merged, p->duration_ns, p->temp_threshold_ns, p->dropped_samples,
-        p->stack_overflows, p->truncated_stacks, p->unresolved_addresses, p->total_addresses);
+        p->stack_overflows, p->truncated_stacks, p->unresolved_addresses, p->total_addresses,
+        memprof__profile_unsymbolized(p), opened_on_peak);
     for (uint32_t i = 0; i < d->nstr; i++) {
         fputs(i ? ",\n" : "\n", out);
         memprof__json_string(out, d->str[i], true);
@@ -1261,6 +1274,9 @@ static void write_data(const struct memprof_profile *p, const struct html_data *
         low |= leak.bytes && iv.low_information ? 1u << MEMPROF_VIEW_LEAKS : 0;
         put_u64(out, st->thread <= p->nthreads ? st->thread : 0, &count);
         put_u64(out, low, &count);
+        put_index(out,
+                  st->nframes ? d->u.of[st->frames[memprof__pstack_site(p, st)]] : d->u.no_stack,
+                  &count);
     }
     /* Lifetimes only for the stacks that freed samples: most stacks of a long-lived heap
      * have none, and 16 zeros each would double the page. */
@@ -1296,10 +1312,33 @@ static void write_data(const struct memprof_profile *p, const struct html_data *
     fputs("]}\n", out);
 }
 
+/* Whether some stack has bytes in view v. */
+static bool view_has_bytes(const struct memprof_profile *p, enum memprof_view v)
+{
+    for (size_t i = 0; i < p->nstacks; i++) {
+        struct memprof_pvalue val;
+        memprof__pstack_view(&p->stacks[i], v, &val);
+        if (val.bytes)
+            return true;
+    }
+    return false;
+}
+
 int memprof__export_html(const struct memprof_profile *p, FILE *out, enum memprof_view view)
 {
     if ((unsigned)view >= MEMPROF_VIEW_COUNT)
         return -EINVAL;
+    /* A program that freed everything before the snapshot has an empty live view: the page
+     * opens on what its memory held at the peak, and says so. */
+    int opened_on_peak = view == MEMPROF_VIEW_LIVE && !view_has_bytes(p, MEMPROF_VIEW_LIVE) &&
+                         view_has_bytes(p, MEMPROF_VIEW_PEAK);
+    if (opened_on_peak)
+        view = MEMPROF_VIEW_PEAK;
+    /* The stacks as people read them (sites.c); the whole-heap figures are p's. */
+    struct memprof_profile *shown;
+    if (memprof__profile_presented(p, memprof__present_native(), &shown) != 0)
+        return -ENOMEM;
+    p = shown;
     uint32_t longest = 0;
     for (size_t i = 0; i < p->nstacks; i++)
         longest = p->stacks[i].nframes > longest ? p->stacks[i].nframes : longest;
@@ -1309,7 +1348,7 @@ int memprof__export_html(const struct memprof_profile *p, FILE *out, enum mempro
     if (rc == 0) {
         put_lines(page_head, sizeof page_head / sizeof *page_head, out);
         fputs("<script type=\"application/json\" id=\"memprof-data\">", out);
-        write_data(p, &d, view, out);
+        write_data(p, &d, view, opened_on_peak, out);
         fputs("</script>\n", out);
         put_lines(page_tail, sizeof page_tail / sizeof *page_tail, out);
         rc = ferror(out) ? -EIO : 0;
@@ -1317,5 +1356,6 @@ int memprof__export_html(const struct memprof_profile *p, FILE *out, enum mempro
     if (path)
         data_free(&d);
     free(path);
+    memprof__profile_presented_free(shown);
     return rc;
 }

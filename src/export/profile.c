@@ -190,3 +190,17 @@ const char *memprof__pframe_label(const struct memprof_pframe *f, char *buf, siz
     }
     return "[unknown]";
 }
+
+bool memprof__profile_unsymbolized(const struct memprof_profile *p)
+{
+    bool native = false;
+    for (size_t i = 0; i < p->nframes; i++) {
+        const struct memprof_pframe *f = &p->frames[i];
+        if (!f->module || !f->address || (f->flags & MEMPROF_FRAME_RUNTIME))
+            continue;
+        if (f->function)
+            return false;
+        native = true;
+    }
+    return native;
+}

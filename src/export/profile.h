@@ -19,6 +19,7 @@
 #ifndef MEMPROF_EXPORT_PROFILE_H
 #define MEMPROF_EXPORT_PROFILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -158,5 +159,32 @@ int memprof__profile_merge(struct memprof_profile *const *in, size_t n,
 /* The label of a frame for flame graphs and summaries: the function name, else
  * "module+0xoffset", else "[unknown]". Returns buf or a string owned by the profile. */
 const char *memprof__pframe_label(const struct memprof_pframe *f, char *buf, size_t size);
+
+/* Whether p names none of its native frames: written with MEMPROF_SYMBOLIZE=0 (or by a
+ * process that could not read a single symbol), for `memprof report --symbolize` to name. */
+bool memprof__profile_unsymbolized(const struct memprof_profile *p);
+
+/* ---- Sites named by the user's code (sites.c) ------------------------------------------ */
+
+/* Whether f is an allocator wrapper: a native frame whose function matches the default list
+ * (memprof__wrappers_default()) or a pattern of MEMPROF_WRAPPERS. */
+bool memprof__pframe_is_wrapper(const struct memprof_pframe *f);
+/* The default wrapper patterns (shell globs), for the documentation's tests. */
+const char *const *memprof__wrappers_default(size_t *n);
+/* The index in st->frames of the frame that names the site: the innermost interpreter frame
+ * if the stack has one, else the caller of the outermost wrapper among the innermost frames
+ * (the frames inside it are the allocator's; sites.c), or the outermost frame when all are
+ * wrappers; 0 for an empty stack or one without wrappers. */
+uint32_t memprof__pstack_site(const struct memprof_profile *p, const struct memprof_pstack *st);
+/* Whether MEMPROF_NATIVE asks the human-facing writers for every native frame. */
+bool memprof__present_native(void);
+/* The profile as people read it: a copy whose stacks start at their site's frame (the
+ * wrappers and interpreter internals inside it left out) with the native frames between two
+ * interpreter frames folded away; with `native` the stacks are p's own. Stacks that become
+ * equal stay separate (memprof__profile_sites() merges them). Frames, series, threads and
+ * strings stay p's, which must outlive the copy. Returns 0 or -ENOMEM. */
+int memprof__profile_presented(const struct memprof_profile *p, bool native,
+                               struct memprof_profile **out);
+void memprof__profile_presented_free(struct memprof_profile *q);
 
 #endif

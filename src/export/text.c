@@ -193,10 +193,15 @@ int memprof__export_summary(const struct memprof_profile *p, FILE *out)
                 p->live_samples);
     fprintf(out,
             "Health: %" PRIu64 " samples dropped (heap map full), %" PRIu64
-            " stack-table overflows, %" PRIu64 " truncated stacks, %" PRIu64 " of %" PRIu64
-            " code addresses without symbols\n",
-            p->dropped_samples, p->stack_overflows, p->truncated_stacks, p->unresolved_addresses,
-            p->total_addresses);
+            " stack-table overflows, %" PRIu64 " truncated stacks, ",
+            p->dropped_samples, p->stack_overflows, p->truncated_stacks);
+    /* A raw profile looked nothing up, so "0 of N without symbols" would be wrong twice. */
+    if (memprof__profile_unsymbolized(p))
+        fprintf(out, "the profile is unsymbolized (written with MEMPROF_SYMBOLIZE=0): "
+                     "memprof report --symbolize names its frames\n");
+    else
+        fprintf(out, "%" PRIu64 " of %" PRIu64 " code addresses without symbols\n",
+                p->unresolved_addresses, p->total_addresses);
     return ferror(out) ? -EIO : 0;
 }
 
@@ -307,9 +312,12 @@ static void print_site(const struct memprof_profile *p, const struct memprof_pst
     memprof__export_interval((double)v.bytes, v.var_known ? v.var : -1.0, v.samples,
                              p->sampling_rate, &iv);
     const char *few = iv.low_information ? " (few samples)" : "";
-    const char *site = st->nframes
-                           ? memprof__pframe_label(&p->frames[st->frames[0]], label, sizeof label)
-                           : "[no stack: stack table full]";
+    /* Named by its innermost frame that is the user's (sites.c), as every writer names it. */
+    const char *site =
+        st->nframes
+            ? memprof__pframe_label(&p->frames[st->frames[memprof__pstack_site(p, st)]], label,
+                                    sizeof label)
+            : "[no stack: stack table full]";
     /* The site's name ends the line, so a reader (or a script) finds it at the end. */
     if (view == MEMPROF_VIEW_LEAKS)
         fprintf(out,
@@ -365,13 +373,19 @@ int memprof__export_text_sites(const struct memprof_profile *p, FILE *out, enum 
     if ((unsigned)view >= MEMPROF_VIEW_COUNT)
         return -EINVAL;
     /* Sites, not stacks: a call path allocated by several threads is one site here (the
-     * Threads section and pprof keep them apart). */
-    struct memprof_profile *sites;
-    if (memprof__profile_sites(p, &sites) != 0)
+     * Threads section and pprof keep them apart), and so are the paths that differ only in
+     * the wrappers and interpreter internals left out of them (sites.c). */
+    struct memprof_profile *shown, *sites;
+    if (memprof__profile_presented(p, memprof__present_native(), &shown) != 0)
         return -ENOMEM;
+    if (memprof__profile_sites(shown, &sites) != 0) {
+        memprof__profile_presented_free(shown);
+        return -ENOMEM;
+    }
     struct ranked *r = malloc((sites->nstacks + 1) * sizeof *r);
     if (!r) {
         memprof__profile_sites_free(sites);
+        memprof__profile_presented_free(shown);
         return -ENOMEM;
     }
     size_t n = 0;
@@ -403,7 +417,20 @@ int memprof__export_text_sites(const struct memprof_profile *p, FILE *out, enum 
     }
     free(r);
     memprof__profile_sites_free(sites);
+    memprof__profile_presented_free(shown);
     return ferror(out) ? -EIO : 0;
+}
+
+/* Whether some stack has bytes in view v. */
+static bool view_has_bytes(const struct memprof_profile *p, enum memprof_view v)
+{
+    for (size_t i = 0; i < p->nstacks; i++) {
+        struct memprof_pvalue val;
+        memprof__pstack_view(&p->stacks[i], v, &val);
+        if (val.bytes)
+            return true;
+    }
+    return false;
 }
 
 int memprof__export_text(const struct memprof_profile *p, FILE *out, enum memprof_view view,
@@ -415,6 +442,14 @@ int memprof__export_text(const struct memprof_profile *p, FILE *out, enum mempro
     if (rc)
         return rc;
     fputc('\n', out);
+    /* A program that freed everything before the snapshot has no live site: its peak says
+     * what its memory held (the HTML page opens there too). */
+    if (view == MEMPROF_VIEW_LIVE && !view_has_bytes(p, MEMPROF_VIEW_LIVE) &&
+        view_has_bytes(p, MEMPROF_VIEW_PEAK)) {
+        fprintf(out, "Nothing sampled was live at the snapshot (the program freed what it "
+                     "allocated): the sites at the peak instead.\n");
+        view = MEMPROF_VIEW_PEAK;
+    }
     if ((rc = memprof__export_text_sites(p, out, view, top)) != 0)
         return rc;
     rc = print_threads(p, view, top, out);

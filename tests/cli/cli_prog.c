@@ -21,6 +21,12 @@
  *   cli-prog mangled N SIZE         N blocks of SIZE bytes in a function whose symbol is the
  *                                   C++ name _ZN7cliprog4holdEmm (cliprog::hold(unsigned
  *                                   long, unsigned long)); prints "pid P"
+ *   cli-prog wrapped N SIZE         N blocks of SIZE bytes through xmalloc() (an allocator
+ *                                   wrapper of the default list) in fill_table(), N/2 through
+ *                                   pool_alloc() (the program's own wrapper, itself calling
+ *                                   xmalloc) in fill_pool(); prints "pid P"
+ *   cli-prog freed N SIZE           N blocks of SIZE bytes in grow_cache(), all freed before
+ *                                   exit (nothing live at the snapshot); prints "pid P"
  *   cli-prog signals                catches INT, TERM, HUP, QUIT, USR1 and USR2: prints
  *                                   "ready P", waits (at most 30 s) for one, then prints
  *                                   "caught SIGNO from-parent 0|1" and exits 0
@@ -87,6 +93,42 @@ static void on_sigint(int signo, siginfo_t *si, void *uctx)
         from_parent++;
 }
 
+/* An xmalloc as GNU programs have it, and a wrapper of the program's own above it. */
+void *xmalloc(size_t size);
+void *pool_alloc(size_t size);
+void fill_table(size_t n, size_t size);
+void fill_pool(size_t n, size_t size);
+
+__attribute__((noinline)) void *xmalloc(size_t size)
+{
+    void *p = malloc(size);
+    if (!p)
+        abort();
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+__attribute__((noinline)) void *pool_alloc(size_t size)
+{
+    void *p = xmalloc(size);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+__attribute__((noinline)) void fill_table(size_t n, size_t size)
+{
+    for (size_t i = 0; i < n; i++)
+        keep(xmalloc(size));
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void fill_pool(size_t n, size_t size)
+{
+    for (size_t i = 0; i < n; i++)
+        keep(pool_alloc(size));
+    __asm__ volatile("" ::: "memory");
+}
+
 /* A C function under a C++ symbol name, so the profile has a mangled name to demangle. */
 void mangled_hold(size_t n, size_t size) __asm__("_ZN7cliprog4holdEmm");
 __attribute__((noinline)) void mangled_hold(size_t n, size_t size)
@@ -131,6 +173,20 @@ int main(int argc, char **argv)
         return (int)arg(argv[2]);
     if (argc == 4 && !strcmp(argv[1], "alloc")) {
         allocate(arg(argv[2]), arg(argv[3]));
+        printf("pid %d\n", (int)getpid());
+        return 0;
+    }
+    if (argc == 4 && !strcmp(argv[1], "wrapped")) {
+        fill_table(arg(argv[2]), arg(argv[3]));
+        fill_pool(arg(argv[2]) / 2, arg(argv[3]));
+        printf("pid %d\n", (int)getpid());
+        return 0;
+    }
+    if (argc == 4 && !strcmp(argv[1], "freed")) {
+        grow_cache(arg(argv[2]), arg(argv[3]));
+        for (size_t i = 0; i < nblocks; i++)
+            free(blocks[i]);
+        nblocks = 0;
         printf("pid %d\n", (int)getpid());
         return 0;
     }

@@ -617,6 +617,90 @@ def t_run_output_option(tmp):
         check(re.search(r"grow_cache \d+$", f.read(), re.M), "-o c.folded is not collapsed")
 
 
+def site_names(text):
+    """The names ending the ranked site lines of a text report or summary, in order."""
+    return re.findall(r"^ *\d+\. .*?  (\S+)$", text, re.M)
+
+
+def t_sites(tmp):
+    """Sites are named by the caller of their allocator wrappers (export/sites.c): xmalloc
+    by default, the program's own with --wrapper; --native shows every frame."""
+    need_plugin()
+    p = run_prog(tmp, "wrapped", "2000", "4096", opts=["-r", "16K", "-o", "w.pb.gz"])
+    check(p.returncode == 0, "exit %d" % p.returncode)
+    names = site_names(p.err)
+    check(names[:2] == ["fill_table", "pool_alloc"], "summary sites %s" % names)
+    check("xmalloc" not in names, "a site named xmalloc: %s" % names)
+    p = memprof("report", "--wrapper", "pool_alloc", "--top", "2", "w.pb.gz", cwd=tmp)
+    names = site_names(p.out)
+    check(p.returncode == 0 and names == ["fill_table", "fill_pool"],
+          "--wrapper pool_alloc: %s" % names)
+    check("at fill_pool (" in p.out and "at pool_alloc" not in p.out,
+          "the path starts at the site:\n" + p.out)
+    env = clean_env({"MEMPROF_WRAPPERS": "pool_*"})
+    p = memprof("report", "--top", "2", "w.pb.gz", cwd=tmp, env=env)
+    check(site_names(p.out) == ["fill_table", "fill_pool"], "MEMPROF_WRAPPERS: " + p.out)
+    p = memprof("report", "-f", "collapsed", "w.pb.gz", cwd=tmp)
+    leaves = {line.rsplit(" ", 1)[0].split(";")[-1] for line in lines(p.out)}
+    check({"fill_table", "pool_alloc"} <= leaves and "xmalloc" not in leaves,
+          "collapsed leaves %s" % leaves)
+    p = memprof("report", "-f", "collapsed", "--native", "w.pb.gz", cwd=tmp)
+    check(re.search(r";fill_table;xmalloc \d+$", p.out, re.M), "--native collapsed:\n" + p.out)
+    p = memprof("report", "--native", "--top", "1", "w.pb.gz", cwd=tmp)
+    check(site_names(p.out) == ["fill_table"] and "at xmalloc (" in p.out,
+          "--native text keeps the name, shows the wrapper:\n" + p.out)
+    p = memprof("report", "-o", "w.html", "w.pb.gz", cwd=tmp)
+    with open(os.path.join(tmp, "w.html")) as f:
+        page = f.read()
+    check('"fill_table"' in page and '"opened_on_peak":0' in page, "the page's sites")
+    # The same in memprof diff: a site is matched from its site frame outward.
+    run_prog(tmp, "exit", "0", opts=["-q", "-o", "none.pb.gz"])
+    p = memprof("diff", "--wrapper", "pool_alloc", "none.pb.gz", "w.pb.gz", cwd=tmp)
+    check(p.returncode == 0 and "at fill_pool <- main" in p.out and "xmalloc" not in p.out,
+          "diff --wrapper:\n" + p.out)
+    for cmd in ("report", "diff", "run"):
+        p = memprof(cmd, "--wrapper", "a,b", "w.pb.gz", cwd=tmp)
+        one_line_error(p, 2, "without a comma")
+    # memprof run --wrapper reaches the summary and the program's own writers.
+    p = run_prog(tmp, "wrapped", "2000", "4096",
+                 opts=["-r", "16K", "--wrapper", "pool_alloc", "-o", "w.txt"])
+    check(site_names(p.err)[:2] == ["fill_table", "fill_pool"], "run --wrapper: " + p.err)
+    with open(os.path.join(tmp, "w.txt")) as f:
+        check(site_names(f.read())[:2] == ["fill_table", "fill_pool"], "run --wrapper, w.txt")
+
+
+def t_run_summary_formats(tmp):
+    """memprof run prints its summary whatever the format; a profile with nothing live opens
+    on the peak; a raw profile says it is unsymbolized."""
+    need_plugin()
+    for out in ("s.txt", "s.html", "s.folded", "s.json"):
+        p = run_prog(tmp, "wrapped", "1000", "4096", opts=["-r", "16K", "-o", out])
+        check(p.returncode == 0, "exit %d" % p.returncode)
+        check("Estimated live heap" in p.err and "Top sites by estimated live bytes" in p.err,
+              "-o %s: no summary:\n%s" % (out, p.err))
+        check(site_names(p.err)[:1] == ["fill_table"], "-o %s: sites %s" % (out, p.err))
+    p = run_prog(tmp, "freed", "1000", "4096", opts=["-r", "16K", "-o", "f.html"])
+    check("Top sites by estimated bytes live at the peak" in p.err, "freed: " + p.err)
+    with open(os.path.join(tmp, "f.html")) as f:
+        page = f.read()
+    check('"view":"peak"' in page and '"opened_on_peak":1' in page,
+          "f.html does not open on the peak")
+    p = run_prog(tmp, "freed", "1000", "4096", opts=["-r", "16K", "-o", "f.txt"])
+    with open(os.path.join(tmp, "f.txt")) as f:
+        text = f.read()
+    check("Nothing sampled was live at the snapshot" in text and "grow_cache" in text,
+          "f.txt:\n" + text)
+    # Written raw by the program itself (MEMPROF_SYMBOLIZE=0 is the user's: not named after).
+    env = clean_env({"MEMPROF_SYMBOLIZE": "0"})
+    p = run_prog(tmp, "alloc", "1000", "4096", opts=["-r", "16K", "-o", "raw.pb.gz"], env=env)
+    check("the profile is unsymbolized (written with MEMPROF_SYMBOLIZE=0): memprof report "
+          "--symbolize names its frames" in p.err and "without symbols" not in p.err,
+          "raw summary:\n" + p.err)
+    p = memprof("report", "--symbolize", "raw.pb.gz", cwd=tmp)
+    check(re.search(r"\d+ of \d+ code addresses without symbols", p.out) and
+          "unsymbolized" not in p.out, "symbolized report:\n" + p.out)
+
+
 def t_run_children(tmp):
     """A child that forks and execs is profiled into its own file."""
     need_plugin()

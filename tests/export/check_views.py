@@ -239,9 +239,20 @@ RESOURCE_PATTERNS = [r"https?:", r"\bsrc\s*=", r"<link\b", r"@import", r"url\(",
 
 
 # The page's stack columns (html.c, the script's C = {...}).
-NS = 24
+NS = 25
 COL = {"live": 1, "alloc": 7, "peak": 10, "temporary": 16, "leaks": 19}
-C_LIVE_LO, C_LIVE_HI, C_LEAK_RATE, C_THREAD, C_LOW = 2, 3, 20, 22, 23
+C_LIVE_LO, C_LIVE_HI, C_LEAK_RATE, C_THREAD, C_LOW, C_SITE = 2, 3, 20, 22, 23, 24
+# The profiles' interpreter frames (MEMPROF_FRAME_RUNTIME in profiles.h).
+RUNTIME_FRAMES = {"build_index"}
+
+
+def as_shown(path):
+    """A root-first path as the page shows it (export/sites.c): ending at the innermost
+    interpreter frame, without native frames between two interpreter frames."""
+    rt = [i for i, f in enumerate(path) if f in RUNTIME_FRAMES]
+    if not rt:
+        return path
+    return [f for i, f in enumerate(path[:rt[-1] + 1]) if i < rt[0] or f in RUNTIME_FRAMES]
 
 
 def check_views_data(name, d):
@@ -310,8 +321,12 @@ def check_html(name, text, stacks):
             path.append(S[F[4 * N[2 * n + 1]]])
             n = N[2 * n]
         got.append((tuple(reversed(path)),) + tuple(T[NS * s + COL[v]] for v in VIEWS))
+        # The site's frame (the table's function) is the path's leaf as the page shows it.
+        check(0 <= T[NS * s + C_SITE] < nf and path and S[F[4 * T[NS * s + C_SITE]]] == path[0],
+              f"{name}: stack {s} site {T[NS * s + C_SITE]} is not its leaf {path[:1]}")
     # Stacks with nothing in any view stay out of the page.
-    want = [(tuple(p),) + tuple(b[v] for v in VIEWS) for p, b in stacks if any(b.values())]
+    want = [(tuple(as_shown(p)),) + tuple(b[v] for v in VIEWS) for p, b in stacks
+            if any(b.values())]
     if not check(as_multiset(got) == as_multiset(want), f"{name}: stacks differ"):
         for g in got[:8]:
             print("  got ", g)
@@ -329,7 +344,8 @@ def check_html(name, text, stacks):
         check(d["peak"]["bytes"] == 0 and not d["series"] and not d["threads"] and not d["life"],
               f"basic: peak, series, threads or lifetimes out of nothing")
         check(d["health"] == {"dropped": 2, "overflows": 1, "truncated": 1, "unresolved": 1,
-                              "addresses": 8}, f"basic: health {d['health']}")
+                              "addresses": 8, "raw": 0}, f"basic: health {d['health']}")
+        check(d["opened_on_peak"] == 0, "basic: opened on the peak")
         check(d["rate"] == 524288 and d["time"] == 1700000000, f"basic: rate/time")
         # Frame kinds: runtime 1, unresolved 2, synthetic 3, +4 inlined.
         kinds = {S[F[4 * i]]: F[4 * i + 3] for i in range(nf)}

@@ -263,6 +263,8 @@ int mpphp_frames_register(void)
         .is_eval_frame = is_eval_frame,
         .ctx = NULL,
     };
+    /* Its allocation hooks are the profiler's own: stacks start at their caller (runtime.h). */
+    memprof_register_hook_code((const void *)(uintptr_t)&mpphp_frames_register);
     int rc = memprof_register_frame_source(&src);
     if (rc >= 0) {
         source_id = rc;

@@ -452,6 +452,8 @@ int mp_frames_init(void)
         .is_eval_frame = mp_is_eval_frame,
         .ctx = NULL,
     };
+    /* Its allocation hooks are the profiler's own: stacks start at their caller (runtime.h). */
+    memprof_register_hook_code((const void *)(uintptr_t)&mp_frames_init);
     int rc = memprof_register_frame_source(&src);
     if (rc >= 0) {
         source_id = rc;
