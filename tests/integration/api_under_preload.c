@@ -24,6 +24,13 @@
  *                           freed and new ones allocated without harm; snapshot, init and start
  *                           return -ESHUTDOWN, and the exit-time hook copes.
  *   no-samples-after-stop   after memprof_stop(), new allocations are not sampled.
+ *                           (These three run with MEMPROF_START=0 and the program's own
+ *                           memprof_init(65536) and memprof_start(): stop and shutdown act on
+ *                           a profile the program owns.)
+ *   joined-stop-and-shutdown  the plugin's own profile (MEMPROF_START=1, as under `memprof
+ *                           run`): the program's init, start and stop return MEMPROF_JOINED,
+ *                           sampling goes on after its stop and its shutdown, and snapshots
+ *                           still work.
  *   program-init            MEMPROF_START=0: the plugin leaves the engine uninitialised and
  *                           idle; the program's memprof_init(65536) returns 0 and sets the
  *                           rate, nothing is sampled before memprof_start(), which returns 0
@@ -131,8 +138,7 @@ static void require_preload(void)
     Dl_info info;
     CHECK(dladdr((void *)m, &info) && info.dli_fname, "dladdr(malloc) failed");
     CHECK(strstr(info.dli_fname, "libmemprof-preload") != NULL,
-          "malloc comes from %s, not from the preload plugin: is LD_PRELOAD set?",
-          info.dli_fname);
+          "malloc comes from %s, not from the preload plugin: is LD_PRELOAD set?", info.dli_fname);
 }
 
 static void require_state(uint32_t state)
@@ -141,13 +147,23 @@ static void require_state(uint32_t state)
     CHECK(s.state == state, "engine state is %" PRIu32 ", expected %" PRIu32, s.state, state);
 }
 
+/* Under MEMPROF_START=0: the program's own engine, initialised and started by it. */
+static void own_engine(void)
+{
+    require_state(MEMPROF_STATE_UNINITIALIZED);
+    int rc = memprof_init(65536);
+    CHECK(rc == 0, "memprof_init(65536) = %d (%s)", rc, memprof_strerror(rc));
+    rc = memprof_start();
+    CHECK(rc == 0, "memprof_start() = %d (%s)", rc, memprof_strerror(rc));
+    require_state(MEMPROF_STATE_ACTIVE);
+}
+
 static void check_within(const char *what, uint64_t got, double truth, double tolerance)
 {
     double rel = ((double)got - truth) / truth;
     printf("%s: estimate %" PRIu64 " B, truth %.0f B, error %+.2f %% (allowed +-%.0f %%)\n", what,
            got, truth, rel * 100.0, tolerance * 100.0);
-    CHECK(rel <= tolerance && rel >= -tolerance, "%s: estimate off by %+.2f %%", what,
-          rel * 100.0);
+    CHECK(rel <= tolerance && rel >= -tolerance, "%s: estimate off by %+.2f %%", what, rel * 100.0);
 }
 
 static int estimate_small_blocks(void)
@@ -203,8 +219,7 @@ static int huge_block_exact_size(void)
     size_t wrong, exact = samples_of_size(size, 1 << 20, UINT64_MAX, &wrong);
     uint64_t live = estimate(NULL);
     free(p);
-    printf("%zu samples of exactly %" PRIu64 " B, %zu of another large size\n", exact, size,
-           wrong);
+    printf("%zu samples of exactly %" PRIu64 " B, %zu of another large size\n", exact, size, wrong);
     CHECK(exact == 1 && wrong == 0, "the block's sample does not record its exact size");
     check_within("one block of 4 GiB + 12345 B", live, (double)size, 0.01);
     return 0;
@@ -245,7 +260,7 @@ static int threads_cross_thread_free(void)
 
 static int shutdown_keeps_program_working(void)
 {
-    require_state(MEMPROF_STATE_ACTIVE);
+    own_engine();
     itest_allocate_blocks(2000, 50000);
     CHECK(stats().live_samples > 0, "nothing sampled at rate %" PRIu64, stats().sampling_rate);
     memprof_shutdown();
@@ -268,7 +283,7 @@ static int shutdown_keeps_program_working(void)
 }
 
 #define CHURN_THREADS 1000
-#define CHURN_BLOCKS 20
+#define CHURN_BLOCKS  20
 
 static void *churn_blocks[CHURN_THREADS][CHURN_BLOCKS];
 
@@ -308,14 +323,14 @@ static int thread_churn_counts(void)
     const uint64_t allocs = (uint64_t)CHURN_THREADS * CHURN_BLOCKS;
     printf("after %d threads: +%" PRIu64 " samples, +%" PRIu64 " live, +%" PRIu64
            " freed; after the main thread's frees: %" PRIu64 " live (%" PRIu64 " at start)\n",
-           CHURN_THREADS, s1.total_samples - s0.total_samples,
-           s1.live_samples - s0.live_samples, s1.freed_samples - s0.freed_samples,
-           s2.live_samples, s0.live_samples);
+           CHURN_THREADS, s1.total_samples - s0.total_samples, s1.live_samples - s0.live_samples,
+           s1.freed_samples - s0.freed_samples, s2.live_samples, s0.live_samples);
     /* Thread creation allocates too (stacks are mmap'ed, but TLS/DTV may not be): at
      * least our own allocations must be counted, and none lost when a thread exits. */
     CHECK(s1.total_samples - s0.total_samples >= allocs,
           "%" PRIu64 " samples for %" PRIu64 " sampled allocations: counts of exited threads "
-          "were lost", s1.total_samples - s0.total_samples, allocs);
+          "were lost",
+          s1.total_samples - s0.total_samples, allocs);
     CHECK(s1.freed_samples - s0.freed_samples >= allocs / 2, "frees of exited threads lost");
     CHECK(s1.live_samples - s0.live_samples >= allocs / 2, "live samples of exited threads lost");
     CHECK(s2.live_samples <= s0.live_samples + 16,
@@ -326,7 +341,7 @@ static int thread_churn_counts(void)
 
 static int free_after_stop(void)
 {
-    require_state(MEMPROF_STATE_ACTIVE);
+    own_engine();
     memprof_stats s0 = stats();
     itest_allocate_blocks(2000, 50000);
     memprof_stats s1 = stats();
@@ -340,8 +355,7 @@ static int free_after_stop(void)
     memprof_stats s2 = stats();
     printf("live samples: %" PRIu64 " before, %" PRIu64 " with blocks, %" PRIu64
            " after stop+free; freed samples +%" PRIu64 "\n",
-           s0.live_samples, s1.live_samples, s2.live_samples,
-           s2.freed_samples - s1.freed_samples);
+           s0.live_samples, s1.live_samples, s2.live_samples, s2.freed_samples - s1.freed_samples);
     CHECK(s2.live_samples <= s0.live_samples,
           "%" PRIu64 " samples still live after freeing every sampled block",
           s2.live_samples - s0.live_samples);
@@ -353,7 +367,7 @@ static int free_after_stop(void)
 
 static int no_samples_after_stop(void)
 {
-    require_state(MEMPROF_STATE_ACTIVE);
+    own_engine();
     int rc = memprof_stop();
     CHECK(rc == 0, "memprof_stop: %s", memprof_strerror(rc));
     memprof_stats s0 = stats();
@@ -363,6 +377,31 @@ static int no_samples_after_stop(void)
            s0.total_samples, s1.total_samples);
     CHECK(s1.total_samples == s0.total_samples, "%" PRIu64 " allocations sampled while stopped",
           s1.total_samples - s0.total_samples);
+    itest_free_blocks(2000);
+    return 0;
+}
+
+static int joined_stop_and_shutdown(void)
+{
+    require_state(MEMPROF_STATE_ACTIVE);
+    uint64_t rate = stats().sampling_rate;
+    int rc = memprof_init(4096);
+    CHECK(rc == MEMPROF_JOINED, "memprof_init under the plugin = %d, expected MEMPROF_JOINED", rc);
+    CHECK(stats().sampling_rate == rate, "joining changed the rate");
+    rc = memprof_start();
+    CHECK(rc == MEMPROF_JOINED, "memprof_start = %d, expected MEMPROF_JOINED", rc);
+    rc = memprof_stop();
+    CHECK(rc == MEMPROF_JOINED, "memprof_stop = %d, expected MEMPROF_JOINED", rc);
+    require_state(MEMPROF_STATE_ACTIVE);
+    memprof_stats s0 = stats();
+    itest_allocate_blocks(2000, 50000);
+    memprof_stats s1 = stats();
+    printf("after the program's stop: %" PRIu64 " new samples of 2000 allocations\n",
+           s1.total_samples - s0.total_samples);
+    CHECK(s1.total_samples - s0.total_samples >= 500, "sampling stopped with the program's stop");
+    memprof_shutdown();
+    require_state(MEMPROF_STATE_ACTIVE);
+    CHECK(estimate(NULL) > 50000000, "the blocks are not in the profile after shutdown");
     itest_free_blocks(2000);
     return 0;
 }
@@ -432,6 +471,8 @@ int main(int argc, char **argv)
         return free_after_stop();
     if (!strcmp(mode, "no-samples-after-stop"))
         return no_samples_after_stop();
+    if (!strcmp(mode, "joined-stop-and-shutdown"))
+        return joined_stop_and_shutdown();
     if (!strcmp(mode, "program-init"))
         return program_init();
     if (!strcmp(mode, "report-rate"))
