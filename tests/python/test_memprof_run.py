@@ -211,3 +211,25 @@ def test_a_memprof_without_python_bootstrap_says_so_in_one_line(tmp_path, hold):
     assert len(lines) == 1, r.stderr
     assert "install python3-memprof" in lines[0], lines[0]
     assert "written to" in r.stderr  # the program was profiled all the same
+
+
+NO_FOLLOW = '''
+import os, subprocess, sys
+def hold():
+    out = []
+    for _ in range(300):
+        out.append(bytearray(100_000))
+    return out
+kept = hold()
+child = subprocess.run([sys.executable, "-c", "import sys; print('memprof' in sys.modules)"],
+                       capture_output=True, text=True).stdout.strip()
+print(os.environ.get("PYTHONPATH"), child)
+'''
+
+
+def test_no_follow_profiles_the_program_with_its_frames_and_leaves_children_alone(tmp_path):
+    script = tmp_path / "nofollow.py"
+    script.write_text(NO_FOLLOW)
+    r = memprof_run(tmp_path, [PYTHON, str(script)], options=["--no-follow"])
+    assert r.stdout.split() == ["None", "False"], r.stdout
+    assert any("hold" in t for t in sites_at_peak(r.stderr)[:1]), r.stderr[:3000]
