@@ -771,9 +771,12 @@ static const char *const page_tail[] = {
     "        'No leak suspects: no site\\u2019s surviving allocations are spread over the ' +\n",
     "        'run as a steady leak\\u2019s are.'\n",
     "    };\n",
-    "    $('view-note').textContent = (view === 'peak' && D.opened_on_peak ?\n",
+    "    var opened = !(view === 'peak' && D.opened_on_peak) ? '' : totals.live > 0 ?\n",
+    "      'Little was live at the snapshot (' + bytes(totals.live) + ', against ' +\n",
+    "      bytes(totals.peak) + ' at the peak), so the page opened on the peak. ' :\n",
     "      'Nothing sampled was live at the snapshot (the program freed what it allocated), ' +\n",
-    "      'so the page opened on the peak. ' : '') + notes[view];\n",
+    "      'so the page opened on the peak. ';\n",
+    "    $('view-note').textContent = opened + notes[view];\n",
     "  }\n",
     "  var radios = document.querySelectorAll('input[name=view]');\n",
     "  function setView(v) {\n",
@@ -1312,26 +1315,13 @@ static void write_data(const struct memprof_profile *p, const struct html_data *
     fputs("]}\n", out);
 }
 
-/* Whether some stack has bytes in view v. */
-static bool view_has_bytes(const struct memprof_profile *p, enum memprof_view v)
-{
-    for (size_t i = 0; i < p->nstacks; i++) {
-        struct memprof_pvalue val;
-        memprof__pstack_view(&p->stacks[i], v, &val);
-        if (val.bytes)
-            return true;
-    }
-    return false;
-}
-
 int memprof__export_html(const struct memprof_profile *p, FILE *out, enum memprof_view view)
 {
     if ((unsigned)view >= MEMPROF_VIEW_COUNT)
         return -EINVAL;
-    /* A program that freed everything before the snapshot has an empty live view: the page
-     * opens on what its memory held at the peak, and says so. */
-    int opened_on_peak = view == MEMPROF_VIEW_LIVE && !view_has_bytes(p, MEMPROF_VIEW_LIVE) &&
-                         view_has_bytes(p, MEMPROF_VIEW_PEAK);
+    /* A program that freed (nearly) everything before the snapshot has an empty live view:
+     * the page opens on what its memory held at the peak, and says so. */
+    int opened_on_peak = view == MEMPROF_VIEW_LIVE && memprof__prefer_peak(p);
     if (opened_on_peak)
         view = MEMPROF_VIEW_PEAK;
     /* The stacks as people read them (sites.c); the whole-heap figures are p's. */

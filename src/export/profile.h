@@ -133,6 +133,10 @@ void memprof__profile_free(struct memprof_profile *p);
 /* One view's numbers of a stack. */
 void memprof__pstack_view(const struct memprof_pstack *st, enum memprof_view v,
                           struct memprof_pvalue *out);
+/* Whether a report asked for the live view shows the peak instead: nothing, or next to
+ * nothing (under 1/16 of the peak's bytes), was live at the snapshot, as at the exit of a
+ * program that freed what it allocated, while the peak view has sites. */
+bool memprof__prefer_peak(const struct memprof_profile *p);
 /* A view's name: "live", "alloc", "peak", "temporary" or "leaks". */
 const char *memprof__view_name(enum memprof_view v);
 /* The view of a name, or -1 for an unknown one. */

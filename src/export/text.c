@@ -442,12 +442,15 @@ int memprof__export_text(const struct memprof_profile *p, FILE *out, enum mempro
     if (rc)
         return rc;
     fputc('\n', out);
-    /* A program that freed everything before the snapshot has no live site: its peak says
-     * what its memory held (the HTML page opens there too). */
-    if (view == MEMPROF_VIEW_LIVE && !view_has_bytes(p, MEMPROF_VIEW_LIVE) &&
-        view_has_bytes(p, MEMPROF_VIEW_PEAK)) {
-        fprintf(out, "Nothing sampled was live at the snapshot (the program freed what it "
-                     "allocated): the sites at the peak instead.\n");
+    /* A program that freed (nearly) everything before the snapshot has no live site worth
+     * the name: its peak says what its memory held (the HTML page opens there too). */
+    if (view == MEMPROF_VIEW_LIVE && memprof__prefer_peak(p)) {
+        if (view_has_bytes(p, MEMPROF_VIEW_LIVE))
+            fprintf(out, "Little was live at the snapshot (under 1/16 of the peak): the sites "
+                         "at the peak instead (--view live shows the live ones).\n");
+        else
+            fprintf(out, "Nothing sampled was live at the snapshot (the program freed what it "
+                         "allocated): the sites at the peak instead.\n");
         view = MEMPROF_VIEW_PEAK;
     }
     if ((rc = memprof__export_text_sites(p, out, view, top)) != 0)

@@ -6,11 +6,16 @@
  * view means the same in every format.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "export/profile.h"
+
+/* memprof__prefer_peak(): the live view is as good as empty below this fraction of the peak
+ * (an interpreter's start-up leftovers at exit, against the script's data at its peak). */
+#define PEAK_OVER_LIVE 16
 
 static const char *const view_names[MEMPROF_VIEW_COUNT] = {"live", "alloc", "peak", "temporary",
                                                            "leaks"};
@@ -53,6 +58,17 @@ void memprof__pstack_view(const struct memprof_pstack *st, enum memprof_view v,
                                        st->inuse_space_var, 1};
         break;
     }
+}
+
+bool memprof__prefer_peak(const struct memprof_profile *p)
+{
+    uint64_t live = 0, peak = 0;
+    for (size_t i = 0; i < p->nstacks; i++) {
+        const struct memprof_pstack *st = &p->stacks[i];
+        live = live + st->inuse_space < live ? UINT64_MAX : live + st->inuse_space;
+        peak = peak + st->peak_space < peak ? UINT64_MAX : peak + st->peak_space;
+    }
+    return peak > 0 && live < peak / PEAK_OVER_LIVE;
 }
 
 uint64_t memprof__pstack_lifetime_quantile(const struct memprof_pstack *st, double q)

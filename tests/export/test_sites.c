@@ -321,6 +321,41 @@ static void test_nothing_live_opens_on_the_peak(void)
     free(t);
 }
 
+static void test_little_live_opens_on_the_peak(void)
+{
+    clean_env();
+    struct memprof_pstack some[sizeof stacks / sizeof *stacks];
+    memcpy(some, stacks, sizeof some);
+    struct memprof_profile p = profile;
+    p.stacks = some;
+    /* A 32nd of the peak live: the peak. */
+    for (size_t i = 0; i < sizeof some / sizeof *some; i++)
+        some[i].inuse_space = stacks[i].peak_space / 32;
+    EXPECT(memprof__prefer_peak(&p));
+    char *h = write_with(&p, HTML, MEMPROF_VIEW_LIVE);
+    CHECK(h);
+    EXPECT_HAS(h, "\"view\":\"peak\"");
+    EXPECT_HAS(h, "Little was live at the snapshot");
+    free(h);
+    char *t = write_with(&p, TEXT, MEMPROF_VIEW_LIVE);
+    CHECK(t);
+    EXPECT_HAS(t, "Little was live at the snapshot (under 1/16 of the peak)");
+    free(t);
+    /* Half of it: the live view, as asked. */
+    for (size_t i = 0; i < sizeof some / sizeof *some; i++)
+        some[i].inuse_space = stacks[i].peak_space / 2;
+    EXPECT(!memprof__prefer_peak(&p));
+    h = write_with(&p, HTML, MEMPROF_VIEW_LIVE);
+    CHECK(h);
+    EXPECT_HAS(h, "\"view\":\"live\"");
+    EXPECT_HAS(h, "\"opened_on_peak\":0");
+    free(h);
+    /* No peak recorded (an old or merged profile): the live view. */
+    for (size_t i = 0; i < sizeof some / sizeof *some; i++)
+        some[i].peak_space = 0;
+    EXPECT(!memprof__prefer_peak(&p));
+}
+
 static void test_raw_profile_says_it_is_unsymbolized(void)
 {
     static struct memprof_pframe raw_frames[] = {
@@ -385,6 +420,7 @@ static const struct test_case cases[] = {
     TEST_CASE(test_collapsed_leaf_is_the_site),
     TEST_CASE(test_html_shows_sites),
     TEST_CASE(test_nothing_live_opens_on_the_peak),
+    TEST_CASE(test_little_live_opens_on_the_peak),
     TEST_CASE(test_raw_profile_says_it_is_unsymbolized),
     TEST_CASE(test_guide_lists_every_default_wrapper),
 };
