@@ -49,10 +49,13 @@ static bool versioned(const char *s, const char *prefix)
     return true;
 }
 
+/* The runtime a program path names: its base name, up to a space (`env -S "python3 -u"`). */
 static enum memprof_cli_runtime classify(const char *path)
 {
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
+    char word[NAME_MAX + 1];
+    snprintf(word, sizeof word, "%.*s", (int)strcspn(path, " \t"), path);
+    const char *base = strrchr(word, '/');
+    base = base ? base + 1 : word;
     if (versioned(base, "python"))
         return MEMPROF_CLI_RUNTIME_PYTHON;
     if (versioned(base, "ruby"))
