@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Frame-pointer stack walking bounded by the thread's stack (see capture.h), the DWARF
- * unwinder (glibc's backtrace(), or libunwind loaded where glibc needs it), and the registry
- * of the profiler's own code ranges skipped at the leaf end.
+ * unwinder (libgcc's _Unwind_Backtrace(), or libunwind loaded where glibc needs it), and the
+ * registry of the profiler's own code ranges skipped at the leaf end.
  */
 #define _GNU_SOURCE /* RTLD_DEFAULT */
 #include "config.h"
@@ -11,7 +11,7 @@
 #include <stddef.h>
 #if HAVE_LIBUNWIND
 #include <dlfcn.h>
-#include <execinfo.h>
+#include <unwind.h>
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 #endif
@@ -109,19 +109,46 @@ bool memprof__capture_have_dwarf(void)
  * its stack (coldstack.h), the backend's hook, and possibly a wrapper or two. */
 #define OWN_FRAMES_MARGIN 12
 
-/* Whether DWARF stacks come from glibc's backtrace(), libgcc's unwinder, rather than from
- * libunwind. libgcc (GCC 12 and later) finds a return address's unwind table with glibc's
- * _dl_find_object() (2.35 and later), which reads the loader's list of objects without a
- * lock. libunwind asks dl_iterate_phdr(), which takes the loader's lock, a recursive mutex
- * that a signal handler must not take: a handler that allocates (and is sampled) while its
- * thread is inside dl_iterate_phdr() or dladdr() -- C++ exception unwinding, backtrace(),
- * the program's own walks -- interrupted the mutex's own lock or unlock, and waited for it
- * for ever; and a fork() while another thread held it for libunwind left it held in the
- * child, whose exit-time profile then waited for it in the symbolizer. So libunwind is used
- * only where glibc has no _dl_find_object(), and there never in a fork() child (the flag
- * is set by memprof__capture_after_fork(), before any thread of the child exists). Both
- * give the same return addresses, starting with capture_dwarf's own. */
+/* Whether DWARF stacks come from libgcc's unwinder rather than from libunwind. libgcc (GCC 12 and
+ * later) finds a return address's unwind table with glibc's _dl_find_object() (2.35 and later),
+ * which reads the loader's list of objects without a lock. libunwind asks dl_iterate_phdr(), which
+ * takes the loader's lock, a recursive mutex that a signal handler must not take: a handler that
+ * allocates (and is sampled) while its thread is inside dl_iterate_phdr() or dladdr() -- C++
+ * exception unwinding, backtrace(), the program's own walks -- interrupted the mutex's own lock or
+ * unlock, and waited for it for ever; and a fork() while another thread held it for libunwind left
+ * it held in the child, whose exit-time profile then waited for it in the symbolizer. So libunwind
+ * is used only where glibc has no _dl_find_object(), and there never in a fork() child (the flag is
+ * set by memprof__capture_after_fork(), before any thread of the child exists). Both give the same
+ * return addresses, starting with capture_dwarf's own. */
 static bool use_backtrace;
+
+struct walk {
+    void **buf;
+    int n, max;
+};
+
+static MEMPROF_SAMPLING_TEXT _Unwind_Reason_Code walk_frame(struct _Unwind_Context *ctx, void *arg)
+{
+    struct walk *w = arg;
+    if (w->n == w->max)
+        return _URC_END_OF_STACK;
+    w->buf[w->n++] = (void *)_Unwind_GetIP(ctx);
+    return _URC_NO_REASON;
+}
+
+/* What glibc's backtrace() does, called directly: backtrace() dlopen()s libgcc_s at its
+ * first use, which the engine then had to do at start in every process (a hook must not
+ * load anything). Linked, libgcc_s is mapped with the plugin, which costs less, and its
+ * unwinder needs no warm-up: with _dl_find_object() it reads the loader's tables without a
+ * lock or an allocation. The first address is the caller's own, as with backtrace(). */
+static inline __attribute__((always_inline)) int libgcc_backtrace(void **buf, int max)
+{
+    struct walk w = {buf, 0, max};
+    _Unwind_Backtrace(walk_frame, &w);
+    if (w.n > 1 && !w.buf[w.n - 1]) /* a zero return address ends the stack */
+        w.n--;
+    return w.n;
+}
 
 /* libunwind's unw_backtrace(), loaded by memprof__capture_warm_up() where glibc has no
  * _dl_find_object(): the library is not linked, so that the processes that never need it
@@ -150,7 +177,9 @@ static MEMPROF_NOINLINE MEMPROF_SAMPLING_TEXT unsigned capture_dwarf(uintptr_t *
 {
     void *buf[MEMPROF_CAPTURE_MAX + OWN_FRAMES_MARGIN + 1];
     int want = (int)max + OWN_FRAMES_MARGIN + 1;
-    int got = MEMPROF_LIKELY(use_backtrace) ? backtrace(buf, want) : unw_bt(buf, want);
+    /* libunwind only once memprof__capture_warm_up() loaded it. */
+    int got =
+        MEMPROF_LIKELY(use_backtrace || !unw_bt) ? libgcc_backtrace(buf, want) : unw_bt(buf, want);
     int i = 0;
     while (i < got && is_own((uintptr_t)buf[i]))
         i++;
@@ -169,10 +198,6 @@ void memprof__capture_after_fork(void) {}
 void memprof__capture_warm_up(void)
 {
 #if HAVE_LIBUNWIND
-    /* glibc's backtrace() loads libgcc_s on first use (dlopen: allocates, takes the
-     * loader's lock): do that now, so that no sample and no fork child ever has to. */
-    void *buf[8];
-    backtrace(buf, 8);
     if (dlsym(RTLD_DEFAULT, "_dl_find_object")) {
         use_backtrace = true;
         return;

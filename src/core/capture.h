@@ -4,7 +4,7 @@
  *
  * Two unwinders. DWARF (the default when built with libunwind) follows the .eh_frame unwind
  * tables and so sees through code built without frame pointers (Debian's libc and python3):
- * glibc's backtrace(), libgcc's unwinder, where glibc has _dl_find_object() (2.35 and later),
+ * libgcc's _Unwind_Backtrace() (linked), where glibc has _dl_find_object() (2.35 and later),
  * which it reads without the loader's lock, so that a sample may be taken in a signal
  * handler that interrupted the loader and no fork() child inherits that lock held by a
  * sampling thread; libunwind's unw_backtrace() otherwise. About 250 ns for 20 frames either
@@ -38,9 +38,9 @@ void memprof__capture_add_own_object(const void *addr);
 
 /* Whether the DWARF unwinder is compiled in. */
 bool memprof__capture_have_dwarf(void);
-/* Chooses the DWARF unwinder and runs it once so that its lazy initialisation (loading
- * libgcc_s; libunwind's caches and mmap pools) happens outside any hook. Call with the
- * re-entrancy guard set. */
+/* Chooses the DWARF unwinder: libgcc's (linked), or where glibc has no _dl_find_object()
+ * libunwind, which it loads and runs once so that its lazy initialisation (its caches and
+ * mmap pools) happens outside any hook. Call with the re-entrancy guard set. */
 void memprof__capture_warm_up(void);
 /* Called in a fork() child: from now on DWARF captures use glibc's backtrace() also where
  * the parent used libunwind, which calls dl_iterate_phdr: the loader's lock it takes may
