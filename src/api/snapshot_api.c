@@ -251,7 +251,7 @@ int memprof__snapshot_write_how(const memprof_snapshot *snapshot, const char *pa
         format = MEMPROF_FORMAT_TEXT;
     /* The program installed a seccomp filter that would kill it for a call writing takes. */
     if (!memprof__sys_allowed(MEMPROF_SYS_WRITE)) {
-        memprof_atomic_add_relaxed(&memprof__engine.write_failures, 1);
+        memprof__engine_count_write_failure();
         return -EPERM;
     }
     uint8_t g = memprof__guard_enter();
@@ -260,7 +260,7 @@ int memprof__snapshot_write_how(const memprof_snapshot *snapshot, const char *pa
     struct write_job job = {snapshot, format};
     int rc = memprof__output_write(path, fill_profile, &job, how);
     if (rc != 0)
-        memprof_atomic_add_relaxed(&memprof__engine.write_failures, 1);
+        memprof__engine_count_write_failure();
     memprof__guard_leave(g);
     return rc;
 }

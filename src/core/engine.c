@@ -27,6 +27,13 @@
 
 struct memprof_engine memprof__engine;
 #define E memprof__engine
+/* Aligned: a cache line of its own, shared by every free and rarely written. */
+struct memprof_engine_hot memprof__hot __attribute__((aligned(64)));
+#define H memprof__hot
+/* The plugin's load fails unless it finds this (backend.h, Pairing). */
+#define TOKEN_STR(t)  #t
+#define TOKEN_XSTR(t) TOKEN_STR(t)
+const char memprof__backend_pair[] = "memprof backend interface " TOKEN_XSTR(MEMPROF_BACKEND_TOKEN);
 
 /* ---- per-sample weights ------------------------------------------------------------------- */
 
@@ -128,7 +135,7 @@ static void count_free(const struct memprof_hm_entry *e)
 static inline bool is_heap_key(uint64_t key)
 {
     const void *p = (const void *)(uintptr_t)key;
-    return memprof__sheap_owns(&E.sheap, p) && memprof__sheap_used(&E.sheap, p);
+    return memprof__sheap_owns(&H.sheap, p) && memprof__sheap_used(&H.sheap, p);
 }
 
 /* A sample whose block a native free() must find through the Bloom filter: a block of the
@@ -165,8 +172,8 @@ static void heapmap_keys(void *hm, void (*fn)(void *ctx, uint64_t key), void *ct
 static void maybe_rebuild_bloom(void)
 {
     uint64_t live = memprof_atomic_load_relaxed(&E.hm.live);
-    if (memprof__bloom_should_rebuild(&E.bloom, live))
-        memprof__bloom_rebuild(&E.bloom, heapmap_keys, &E.hm, live);
+    if (memprof__bloom_should_rebuild(&H.bloom, live))
+        memprof__bloom_rebuild(&H.bloom, heapmap_keys, &E.hm, live);
 }
 
 static _Atomic uint64_t *not_sampled_slot(uint64_t key)
@@ -186,17 +193,17 @@ static bool insert(uint64_t key, uint64_t size, uint32_t stack_id, uint64_t ts)
         memprof_atomic_cas_relaxed(not_sampled_slot(key), &cached, 0);
     }
     if (outside)
-        memprof_atomic_add_relaxed(&E.outside_live, 1);
-    uint64_t token = bloom ? memprof__bloom_add_begin(&E.bloom, key) : 0;
+        memprof_atomic_add_relaxed(&H.outside_live, 1);
+    uint64_t token = bloom ? memprof__bloom_add_begin(&H.bloom, key) : 0;
     struct memprof_hm_slot *slot = memprof__hm_reserve(&E.hm, key);
     bool live = false;
     if (slot) { /* else full: counted by the heap map */
         if (bloom)
-            memprof__bloom_add_end(&E.bloom, key, token);
+            memprof__bloom_add_end(&H.bloom, key, token);
         live = memprof__hm_finalize(&E.hm, slot, stack_id, size, ts);
     }
     if (!live && outside)
-        memprof_atomic_sub_relaxed(&E.outside_live, 1);
+        memprof_atomic_sub_relaxed(&H.outside_live, 1);
     return live;
 }
 
@@ -206,7 +213,7 @@ static bool remove_sample(uint64_t key, struct memprof_hm_entry *out)
     if (memprof__hm_remove(&E.hm, key, out) != MEMPROF_HM_FOUND)
         return false;
     if (is_outside(key))
-        memprof_atomic_sub_relaxed(&E.outside_live, 1);
+        memprof_atomic_sub_relaxed(&H.outside_live, 1);
     memprof_atomic_add_relaxed(&E.freed_samples, 1);
     count_free(out);
     return true;
@@ -417,7 +424,7 @@ MEMPROF_SAMPLING_TEXT bool memprof__report_record(uint64_t key, size_t size)
 bool memprof__report_free(uint64_t key)
 {
     struct memprof_hm_entry e;
-    return memprof__bloom_maybe(&E.bloom, key) && remove_sample(key, &e);
+    return memprof__bloom_maybe(&H.bloom, key) && remove_sample(key, &e);
 }
 
 void memprof__free_slow(void *ptr)
@@ -429,19 +436,19 @@ void memprof__free_slow(void *ptr)
 
 void *memprof__sample_heap_alloc(size_t n, size_t align, bool zero)
 {
-    return memprof__sheap_alloc(&E.sheap, n, align, zero);
+    return memprof__sheap_alloc(&H.sheap, n, align, zero);
 }
 
 bool memprof__free_sampled_block(void *ptr)
 {
-    if (!memprof__sheap_holds(&E.sheap, ptr))
+    if (!memprof__sheap_holds(&H.sheap, ptr))
         return false;
     /* After shutdown the engine ignores frees (as the Bloom filter, disabled, makes it do
      * for other blocks); the block is still recycled. */
     struct memprof_hm_entry e;
     if (memprof_atomic_load_acquire(&E.state) != MEMPROF_STATE_SHUTDOWN)
         remove_sample((uint64_t)(uintptr_t)ptr, &e);
-    memprof__sheap_free(&E.sheap, ptr);
+    memprof__sheap_free(&H.sheap, ptr);
     return true;
 }
 
@@ -452,7 +459,7 @@ bool memprof__take(void *ptr, struct memprof_hm_entry *out)
     uint64_t key = (uint64_t)(uintptr_t)ptr;
     if (!in_bloom(key))
         return remove_sample(key, out);
-    return memprof__bloom_maybe(&E.bloom, key) && remove_maybe_sampled(key, out);
+    return memprof__bloom_maybe(&H.bloom, key) && remove_maybe_sampled(key, out);
 }
 
 void memprof__restore(const struct memprof_hm_entry *e)
@@ -476,20 +483,20 @@ static void atfork_child(void)
     memprof__coldstack_after_fork();
     memprof__hist_after_fork(&E.hist);
     memprof__threads_after_fork();
-    memprof_atomic_store_relaxed(&E.bloom.rebuilding, 0);
+    memprof_atomic_store_relaxed(&H.bloom.rebuilding, 0);
     /* A rebuild cut short by the fork left gen odd: the active filter is intact, and the
      * half-built one is rebuilt from scratch next time, so just end the rebuild. */
-    uint64_t g = memprof_atomic_load_relaxed(&E.bloom.gen);
+    uint64_t g = memprof_atomic_load_relaxed(&H.bloom.gen);
     if (g & 1)
-        memprof_atomic_store_relaxed(&E.bloom.gen, g - 1);
-    memprof__sheap_after_fork(&E.sheap);
+        memprof_atomic_store_relaxed(&H.bloom.gen, g - 1);
+    memprof__sheap_after_fork(&H.sheap);
 }
 
 /* Without the heap sampled blocks come from the real allocator: slower frees, same
  * results. */
 static int init_sample_heap(size_t frame)
 {
-    int rc = memprof__sheap_init(&E.sheap, frame);
+    int rc = memprof__sheap_init(&H.sheap, frame);
     if (rc != 0)
         memprof__engine_log(MEMPROF_LOG_INFO,
                             "sample heap unavailable (no free window of address space)");
@@ -510,10 +517,10 @@ int memprof__engine_init(const struct memprof_engine_config *cfg)
     E.log_fn = cfg->log_fn;
     E.log_ctx = cfg->log_ctx;
     int rc = memprof__hm_init(&E.hm, cfg->heap_map_capacity);
-    if (rc == 0 && (rc = memprof__bloom_init(&E.bloom, E.hm.capacity)) != 0)
+    if (rc == 0 && (rc = memprof__bloom_init(&H.bloom, E.hm.capacity)) != 0)
         memprof__hm_destroy(&E.hm);
     if (rc == 0 && (rc = memprof__st_init(&E.st, cfg->max_stacks)) != 0) {
-        memprof__bloom_destroy(&E.bloom);
+        memprof__bloom_destroy(&H.bloom);
         memprof__hm_destroy(&E.hm);
     }
     if (rc != 0) {
@@ -525,7 +532,7 @@ int memprof__engine_init(const struct memprof_engine_config *cfg)
         init_sample_heap(0);
     /* What is mapped once; the tables' segments count themselves as they are mapped
      * (memprof__engine_stats()). */
-    E.mapped_bytes = E.bloom.nwords * 16 + memprof__coldstack_init();
+    E.mapped_bytes = H.bloom.nwords * 16 + memprof__coldstack_init();
     memprof__capture_add_own_sampling_text();
     if (E.unwinder == MEMPROF_UNWIND_DWARF)
         memprof__capture_warm_up();
@@ -586,7 +593,7 @@ void memprof__engine_shutdown(void)
         }
         if (memprof_atomic_cas_seqcst(&E.state, &cur, MEMPROF_STATE_SHUTDOWN)) {
             memprof_atomic_add_relaxed(&E.generation, 1);
-            memprof__bloom_disable(&E.bloom);
+            memprof__bloom_disable(&H.bloom);
             return;
         }
     }
@@ -628,7 +635,7 @@ int memprof__engine_use_framed_sample_heap(size_t page)
     int st = memprof_atomic_load_acquire(&E.state);
     if (st != MEMPROF_STATE_INITIALIZED && st != MEMPROF_STATE_STOPPED)
         return -EINVAL;
-    if (E.sheap.size)
+    if (H.sheap.size)
         return -EALREADY;
     if (E.rate < MEMPROF_FRAMED_MIN_PAGES * page)
         return -ERANGE;
@@ -644,6 +651,11 @@ uint64_t memprof__engine_temp_threshold(void)
 void memprof__engine_set_temp_threshold(uint64_t ns)
 {
     memprof_atomic_store_relaxed(&E.temp_threshold_ns, ns);
+}
+
+void memprof__engine_count_write_failure(void)
+{
+    memprof_atomic_add_relaxed(&E.write_failures, 1);
 }
 
 void memprof__engine_own_code(const void *addr)
@@ -662,7 +674,7 @@ int memprof__engine_mlockall(int flags, int (*real_mlockall)(int))
             own[n++] = (struct memprof_range){(uintptr_t)(p), (uintptr_t)(p) + (bytes)};           \
     } while (0)
     for (int i = 0; i < 2; i++)
-        OWN(E.bloom.filters[i].words, E.bloom.nwords * sizeof(uint64_t));
+        OWN(H.bloom.filters[i].words, H.bloom.nwords * sizeof(uint64_t));
     uintptr_t lo, hi;
     if (memprof__coldstack_range(&lo, &hi))
         OWN(lo, hi - lo);
@@ -671,7 +683,7 @@ int memprof__engine_mlockall(int flags, int (*real_mlockall)(int))
     n += memprof__hm_ranges(&E.hm, own + n, MEMPROF_HM_MAX_SEGS);
     n += memprof__st_ranges(&E.st, own + n, 1 + 2 * MEMPROF_SEG_MAX);
     /* The sample heap's slots below each class's mark hold the program's own blocks. */
-    n += memprof__sheap_unused(&E.sheap, own + n, MEMPROF_SHEAP_CLASSES);
+    n += memprof__sheap_unused(&H.sheap, own + n, MEMPROF_SHEAP_CLASSES);
     return memprof__pf_mlockall_except(flags, real_mlockall, own, n);
 }
 
@@ -750,8 +762,8 @@ void memprof__engine_stats(memprof_stats *s)
     s->heap_map_full_drops = memprof_atomic_load_relaxed(&E.hm.full_drops);
     s->stack_table_capacity = E.st.max_stacks;
     s->stack_table_overflows = memprof_atomic_load_relaxed(&E.st.overflows);
-    s->bloom_rebuilds = memprof_atomic_load_relaxed(&E.bloom.rebuilds);
-    s->bloom_fill_permille = memprof__bloom_fill_permille(&E.bloom);
+    s->bloom_rebuilds = memprof_atomic_load_relaxed(&H.bloom.rebuilds);
+    s->bloom_fill_permille = memprof__bloom_fill_permille(&H.bloom);
     s->death_during_birth = memprof_atomic_load_relaxed(&E.hm.death_during_birth);
     s->tombstones_reused = memprof_atomic_load_relaxed(&E.hm.tombstones_reused);
     s->reentrant_skips = memprof_atomic_load_relaxed(&E.reentrant_skips);

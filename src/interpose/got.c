@@ -52,7 +52,7 @@
 
 #include "api/values.h"
 #include "core/elf_dynamic.h"
-#include "core/engine.h"
+#include "core/backend.h"
 #include "core/imports.h"
 #include "interpose/seccomp.h"
 #include "interpose/wrappers.h"
@@ -234,7 +234,7 @@ static int family_of(void *const fn[N_FN])
 
 /* ---- hooks ------------------------------------------------------------------------------- */
 
-/* mlockall without faulting in the engine's tables and sample heap (engine.h). */
+/* mlockall without faulting in the engine's tables and sample heap (backend.h). */
 static int (*real_mlockall)(int);
 
 static int got_mlockall(int flags)

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "common/atomic.h"
-#include "core/engine.h"
+#include "core/backend.h"
 #include "core/platform.h"
 #include "interpose/bootstrap.h"
 #include "interpose/preload.h"
@@ -206,6 +206,11 @@ static bool retarget_libc(void)
     return memprof__preload_retarget_libc(targets, MEMPROF_ARRAY_SIZE(targets));
 }
 
+/* A data relocation against the library's pairing symbol, resolved when the loader maps the
+ * plugin: a libmemprof.so.1 of another build (another interface) is refused there, before any
+ * hook runs (backend.h, Pairing). */
+__attribute__((used)) static const char *const paired_with = memprof__backend_pair;
+
 __attribute__((constructor(101))) static void preload_init(void)
 {
     resolve_real();
@@ -328,7 +333,7 @@ EXPORT size_t malloc_usable_size(void *p)
         return memprof__bootstrap_size(p);
     /* In the range but not the heap's: glibc's block in someone else's mapping there. */
     if (memprof__in_sample_heap(p) && memprof__sample_heap_block(p))
-        return memprof__sheap_usable(&memprof__engine.sheap, p);
+        return memprof__sheap_usable(&memprof__hot.sheap, p);
     if (!ready())
         return 0; /* only bootstrap blocks exist before resolution */
     return real.malloc_usable_size(p);

@@ -89,7 +89,7 @@
 #include "api/output.h"
 #include "api/values.h"
 #include "common/atomic.h"
-#include "core/engine.h"
+#include "core/backend.h"
 #include "core/sandbox.h"
 #include "interpose/preload.h"
 #include "memprof/memprof.h"
@@ -143,7 +143,7 @@ static bool expand_path(const char *tmpl, pid_t pid, char *out, size_t size)
 /* Counts a failure that happened before memprof_snapshot_write() could count it. */
 static void count_failure(void)
 {
-    memprof_atomic_add_relaxed(&memprof__engine.write_failures, 1);
+    memprof__engine_count_write_failure();
 }
 
 /* Writes the profile once; `why` names the occasion in messages. Serialised by dump_lock.

@@ -55,7 +55,7 @@
 #include "api/owner.h"
 #include "api/values.h"
 #include "common/write_signals.h"
-#include "core/engine.h"
+#include "core/backend.h"
 #include "core/sandbox.h"
 #include "interpose/preload.h"
 #include "resolve/symbols.h"

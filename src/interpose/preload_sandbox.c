@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "common/atomic.h"
-#include "core/engine.h"
+#include "core/backend.h"
 #include "interpose/seccomp.h"
 
 #define EXPORT __attribute__((visibility("default")))

@@ -5,7 +5,7 @@
  * (programs and libseccomp call syscall(SYS_seccomp, op, flags, filter), or syscall(
  * SYS_prctl, ...)). The plugin exports prctl() and syscall() (preload_sandbox.c), the GOT
  * start patches their slots (got.c); each call that installs a filter is bracketed by
- * memprof__engine_seccomp_before() and _after() (engine.h), so the engine gets ready for it
+ * memprof__engine_seccomp_before() and _after() (backend.h), so the engine gets ready for it
  * and learns what it forbids (core/sandbox.h). A result of -1 means the kernel refused the
  * filter; any other is taken as installed (with SECCOMP_FILTER_FLAG_TSYNC a failure returns
  * a thread id: that only costs the profiler calls it could still have made).
@@ -22,7 +22,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 
-#include "core/engine.h"
+#include "core/backend.h"
 
 /* The filter a prctl(option, mode, arg) call installs: true with *strict and *fprog set, or
  * false if the call installs none. */

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/engine.h"
+#include "core/backend.h"
 
 struct memprof_allocator {
     void *(*malloc)(size_t);
@@ -109,7 +109,7 @@ memprof__realloc_heap_block(const struct memprof_allocator *a, void *old, size_t
         return NULL;
     }
     void *p = old;
-    if (memprof__sheap_resize(&memprof__engine.sheap, old, n)) {
+    if (memprof__sheap_resize(&memprof__hot.sheap, old, n)) {
         memprof__take(old, &taken);
     } else {
         p = sample ? memprof__heap_block(a, n, 0, false) : NULL;
@@ -120,7 +120,7 @@ memprof__realloc_heap_block(const struct memprof_allocator *a, void *old, size_t
                 memprof__sample_end(NULL, n, saved);
             return NULL;
         }
-        size_t have = memprof__sheap_usable(&memprof__engine.sheap, old);
+        size_t have = memprof__sheap_usable(&memprof__hot.sheap, old);
         memcpy(p, old, have < n ? have : n);
         memprof__free_sampled_block(old);
     }
@@ -266,7 +266,7 @@ MEMPROF_INLINE void memprof__wrap_free(const struct memprof_allocator *a, void *
 {
     if (MEMPROF_UNLIKELY(memprof__in_sample_heap(p)))
         memprof__free_in_range(a, p);
-    else if (MEMPROF_UNLIKELY(memprof_atomic_load_relaxed(&memprof__engine.outside_live) != 0))
+    else if (MEMPROF_UNLIKELY(memprof_atomic_load_relaxed(&memprof__hot.outside_live) != 0))
         memprof__free_filtered(a, p);
     else
         a->free(p);
@@ -292,7 +292,7 @@ MEMPROF_INLINE void *memprof__wrap_realloc(const struct memprof_allocator *a, vo
     if (MEMPROF_UNLIKELY(charge) || MEMPROF_UNLIKELY(memprof__in_sample_heap(old)))
         return memprof__realloc_sampled(a, old, n, charge);
     /* As in free: while samples outside the heap are live, the filter is asked out of line. */
-    if (MEMPROF_UNLIKELY(memprof_atomic_load_relaxed(&memprof__engine.outside_live) != 0))
+    if (MEMPROF_UNLIKELY(memprof_atomic_load_relaxed(&memprof__hot.outside_live) != 0))
         return memprof__realloc_checked(a, old, n);
     return a->realloc(old, n);
 }
