@@ -93,6 +93,13 @@ static const char *const default_wrappers[] = {
     "sqlite3DbStrNDup", "sqlite3DbSpanDup", "sqlite3_malloc", "sqlite3_malloc64",
     "sqlite3_realloc", "sqlite3_realloc64", "mallocWithAlarm", "dbMallocRawFinish",
     "dbReallocFinish",
+    /* Rust: the allocator shims in their plain and v0 spellings, the functions of older
+     * rustc behind them, the alloc crate's allocation API and growth paths (inlined into
+     * the caller, or not), and the methods of a GlobalAlloc or Allocator implementation. */
+    "__rust_alloc", "__rust_alloc_zeroed", "__rust_realloc", "__rust_dealloc",
+    "__rustc::__rust_*", "__rg_*", "__rdl_*", "std::alloc::__default_lib_allocator::*",
+    "alloc::alloc::*", "<alloc::alloc::*", "alloc::raw_vec::*", "<alloc::raw_vec::*",
+    "* as core::alloc::global::GlobalAlloc>::*", "* as core::alloc::Allocator>::*",
 };
 
 const char *const *memprof__wrappers_default(size_t *n)

@@ -3,10 +3,10 @@
  * `memprof attach --ebpf PID`: profiles a running process from outside, with uprobes on
  * its allocator entry points, until the duration ends, Ctrl-C, or the process exits;
  * nothing is loaded into it and it is never stopped. The probed files are those the
- * process has mapped now: each executable mapping of a file, read through /proc/PID/root
- * (so a process in another mount namespace is probed in its own files); libraries it
- * loads later are not probed. Allocations made before the attach are unknown, and their
- * frees are ignored (the summary says so).
+ * process has mapped now: each executable mapping of a file, found in this process's view
+ * or through /proc/PID/root or /proc/PID/map_files (a process in another mount namespace
+ * is probed in its own files); libraries it loads later are not probed. Allocations made before the
+ * attach are unknown, and their frees are ignored (the summary says so).
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -26,6 +26,7 @@
 #include "api/values.h"
 #include "cli.h"
 #include "ebpf_cli.h"
+#include "procmaps.h"
 #include "trace.h"
 
 #define POLL_MS   100
@@ -53,51 +54,37 @@ static bool alive(pid_t pid)
     return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
 }
 
-static bool same_root(pid_t pid)
-{
-    char p[64];
-    struct stat a, b;
-    snprintf(p, sizeof p, "/proc/%d/root/", (int)pid);
-    return stat(p, &a) == 0 && stat("/", &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-
-/* The files of the process's executable mappings, as this process opens them; the main
- * program first. Returns how many, 0 when the maps cannot be read. */
+/* The files of the process's executable mappings, as this process opens them
+ * (memprof__ebpf_open_path()). Returns how many, 0 when the maps cannot be read. */
 static unsigned mapped_files(pid_t pid, char (*paths)[PATH_MAX], unsigned max)
 {
-    char p[64], exe[PATH_MAX];
-    snprintf(p, sizeof p, "/proc/%d/exe", (int)pid);
-    ssize_t n = readlink(p, exe, sizeof exe - 1);
-    exe[n > 0 ? n : 0] = 0;
-    char prefix[64] = "";
-    if (!same_root(pid))
-        snprintf(prefix, sizeof prefix, "/proc/%d/root", (int)pid);
+    char p[64];
     snprintf(p, sizeof p, "/proc/%d/maps", (int)pid);
     FILE *f = fopen(p, "re");
     if (!f)
         return 0;
     unsigned count = 0;
-    if (exe[0] && max)
-        snprintf(paths[count++], PATH_MAX, "%s%s", prefix, exe);
     char *line = NULL;
     size_t cap = 0;
     while (getline(&line, &cap, f) > 0 && count < max) {
+        uint64_t start, end, ino;
         char perms[8];
         int at = 0;
-        if (sscanf(line, "%*s %7s %*s %*s %*s %n", perms, &at) < 1 || perms[2] != 'x' || !at ||
-            line[at] != '/')
+        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %*s %*s %" SCNu64 " %n", &start, &end, perms,
+                   &ino, &at) < 4 ||
+            perms[2] != 'x' || !at || line[at] != '/')
             continue;
         char *path = line + at;
         path[strcspn(path, "\n")] = 0;
-        if (strstr(path, " (deleted)") || strcmp(path, exe) == 0)
+        char open_path[PATH_MAX];
+        if (strstr(path, " (deleted)") ||
+            !memprof__ebpf_open_path(pid, path, ino, start, end, open_path, sizeof open_path))
             continue;
-        char full[PATH_MAX];
-        snprintf(full, sizeof full, "%s%s", prefix, path);
         bool seen = false;
         for (unsigned i = 0; i < count && !seen; i++)
-            seen = strcmp(paths[i], full) == 0;
+            seen = strcmp(paths[i], open_path) == 0;
         if (!seen)
-            snprintf(paths[count++], PATH_MAX, "%s", full);
+            snprintf(paths[count++], PATH_MAX, "%s", open_path);
     }
     free(line);
     fclose(f);

@@ -3,7 +3,7 @@
  * The mapping cache of procmaps.h. Only executable, file-backed mappings are kept: return
  * addresses point into code. Modules are remembered by path for the life of the session
  * (frames keep pointing at them after a dlclose); the build id and the load bias come from
- * the file itself (elfscan.h).
+ * the file itself (elfscan.h), opened as memprof__ebpf_open_path() finds it.
  */
 #define _GNU_SOURCE
 #include "procmaps.h"
@@ -18,15 +18,22 @@
 
 #include "elfscan.h"
 
-static bool same_root(pid_t pid)
+bool memprof__ebpf_open_path(pid_t pid, const char *path, uint64_t ino, uint64_t start,
+                             uint64_t end, char *out, size_t size)
 {
-    char p[64];
-    struct stat a, b;
-    snprintf(p, sizeof p, "/proc/%d/root/", (int)pid);
-    return stat(p, &a) == 0 && stat("/", &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+    struct stat st;
+    int n = snprintf(out, size, "%s", path);
+    if (n > 0 && (size_t)n < size && stat(out, &st) == 0 && (uint64_t)st.st_ino == ino)
+        return true;
+    n = snprintf(out, size, "/proc/%d/root%s", (int)pid, path);
+    if (n > 0 && (size_t)n < size && stat(out, &st) == 0 && (uint64_t)st.st_ino == ino)
+        return true;
+    n = snprintf(out, size, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, start, end);
+    return n > 0 && (size_t)n < size && stat(out, &st) == 0 && (uint64_t)st.st_ino == ino;
 }
 
-static long module_index(struct memprof_ebpf_maps *m, const char *path)
+static long module_index(struct memprof_ebpf_maps *m, const char *path, uint64_t ino,
+                         uint64_t start, uint64_t end)
 {
     for (size_t i = 0; i < m->nmodules; i++)
         if (strcmp(m->modules[i].path, path) == 0)
@@ -38,13 +45,9 @@ static long module_index(struct memprof_ebpf_maps *m, const char *path)
     struct memprof_ebpf_module *mod = &nm[m->nmodules];
     memset(mod, 0, sizeof *mod);
     mod->path = strdup(path);
-    if (m->foreign_root) {
-        char buf[PATH_MAX + 64];
-        snprintf(buf, sizeof buf, "/proc/%d/root%s", (int)m->pid, path);
-        mod->open = strdup(buf);
-    } else {
-        mod->open = strdup(path);
-    }
+    char buf[PATH_MAX + 64];
+    mod->open = strdup(
+        memprof__ebpf_open_path(m->pid, path, ino, start, end, buf, sizeof buf) ? buf : path);
     if (!mod->path || !mod->open) {
         free(mod->path);
         free(mod->open);
@@ -66,18 +69,18 @@ int memprof__ebpf_maps_refresh(struct memprof_ebpf_maps *m)
     size_t n = 0;
     struct memprof_ebpf_mapping *maps = NULL;
     while (getline(&line, &cap, f) > 0) {
-        uint64_t start, end, off;
+        uint64_t start, end, off, ino;
         char perms[8];
         int path_at = 0;
-        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s %n", &start, &end, perms,
-                   &off, &path_at) < 4 ||
+        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %" SCNu64 " %n", &start, &end,
+                   perms, &off, &ino, &path_at) < 5 ||
             perms[2] != 'x' || !path_at || line[path_at] != '/')
             continue;
         char *path = line + path_at;
         path[strcspn(path, "\n")] = 0;
         if (strstr(path, " (deleted)"))
             continue;
-        long mod = module_index(m, path);
+        long mod = module_index(m, path, ino, start, end);
         uint64_t vaddr;
         if (mod < 0 || !memprof__ebpf_elf_vaddr_of(m->modules[mod].open, off, &vaddr))
             continue;
@@ -99,7 +102,6 @@ int memprof__ebpf_maps_init(struct memprof_ebpf_maps *m, pid_t pid)
 {
     memset(m, 0, sizeof *m);
     m->pid = pid;
-    m->foreign_root = !same_root(pid);
     return memprof__ebpf_maps_refresh(m);
 }
 

@@ -27,12 +27,18 @@ struct memprof_ebpf_mapping {
 
 struct memprof_ebpf_maps {
     pid_t pid;
-    bool foreign_root; /* the process sees another root directory */
     struct memprof_ebpf_mapping *maps;
     size_t nmaps;
     struct memprof_ebpf_module *modules; /* never removed: frames point at them */
     size_t nmodules;
 };
+
+/* Where this process opens file `path` of process `pid`'s maps (inode `ino`): the path
+ * itself when it names that file here, else the same path under /proc/PID/root (a process
+ * in another mount namespace or chroot), else /proc/PID/map_files/START-END. Returns
+ * false when none names it. */
+bool memprof__ebpf_open_path(pid_t pid, const char *path, uint64_t ino, uint64_t start,
+                             uint64_t end, char *out, size_t size);
 
 /* Starts the cache for `pid` and reads its maps. Returns 0 or a negative errno. */
 int memprof__ebpf_maps_init(struct memprof_ebpf_maps *m, pid_t pid);
