@@ -10,7 +10,9 @@ idle (MEMPROF_START=0); and `memprof run` around the script, which follows child
 every process also writes its profile at exit. Configurations run in rounds, in an order
 rotated every round (7 rounds, 3 with --quick); the table gives each configuration's median
 wall time, its ratio to no preload, and the time added per process beyond the empty
-preload library. It also lists the shared objects the plugin brings into every process.
+preload library, and the same for CPU time (user + system of the script and every process
+it waited for), which other work on a shared machine disturbs much less than wall time. It
+also lists the shared objects the plugin brings into every process.
 
 Usage: bench_startup.py --build-dir DIR [--quick] [--processes N] [--rounds N]
 Prints Markdown on stdout, progress on stderr. A benchmark: it asserts nothing.
@@ -18,6 +20,7 @@ Prints Markdown on stdout, progress on stderr. A benchmark: it asserts nothing.
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -53,10 +56,16 @@ def mapped_objects(env):
     return objs
 
 
+def cpu_of_children():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def timed(cmd, env):
-    t0 = time.monotonic()
+    """Wall and CPU seconds of `cmd` and everything it waited for."""
+    c0, t0 = cpu_of_children(), time.monotonic()
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
-    return time.monotonic() - t0
+    return time.monotonic() - t0, cpu_of_children() - c0
 
 
 def main():
@@ -93,30 +102,39 @@ def main():
              [command, "run", "-q", "-o", os.path.join(outdir, "p.pb.gz"), "--"] + script),
         ]
         times = {name: [] for name, _, _ in configs}
+        cpus = {name: [] for name, _, _ in configs}
         for r in range(rounds):
             log(f"round {r + 1}/{rounds}")
             k = r % len(configs)
             for name, env, cmd in configs[k:] + configs[:k]:
-                times[name].append(timed(cmd, env))
+                wall, cpu = timed(cmd, env)
+                times[name].append(wall)
+                cpus[name].append(cpu)
                 for f in os.listdir(outdir):
                     os.unlink(os.path.join(outdir, f))
 
         none = statistics.median(times["no preload"])
         floor = statistics.median(times["empty preload library"])
         n = args.processes
-        print(f"Wall time of a shell script running {n} `{true}`, medians of {rounds} rounds "
-              "(order rotated each round); per process: the time added beyond the empty "
-              "preload library, divided by the processes the script starts (the shell "
-              f"included: {n + 1}).")
+        cpu_none = statistics.median(cpus["no preload"])
+        cpu_floor = statistics.median(cpus["empty preload library"])
+        print(f"Wall and CPU time of a shell script running {n} `{true}`, medians of {rounds} "
+              "rounds (order rotated each round); per process: the time added beyond the "
+              "empty preload library, divided by the processes the script starts (the shell "
+              f"included: {n + 1}). CPU: user + system of the script and all it waited for.")
         print()
         print("| configuration | wall (s) | ratio to no preload | ms per process beyond the "
-              "empty preload |")
-        print("|---|---:|---:|---:|")
+              "empty preload | CPU (s) | CPU ratio | CPU ms per process beyond the empty "
+              "preload |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
         for name, _, _ in configs:
             t = statistics.median(times[name])
-            extra = "" if name in ("no preload", "empty preload library") else \
-                f"{(t - floor) * 1000 / (n + 1):+.3f}"
-            print(f"| {name} | {t:.3f} | {t / none:.2f} | {extra} |")
+            c = statistics.median(cpus[name])
+            floor_row = name in ("no preload", "empty preload library")
+            extra = "" if floor_row else f"{(t - floor) * 1000 / (n + 1):+.3f}"
+            cpu_extra = "" if floor_row else f"{(c - cpu_floor) * 1000 / (n + 1):+.3f}"
+            print(f"| {name} | {t:.3f} | {t / none:.2f} | {extra} | {c:.3f} | "
+                  f"{c / cpu_none:.2f} | {cpu_extra} |")
         print()
         baseline = mapped_objects(base)
         extra_objs = sorted(mapped_objects(dict(base, LD_PRELOAD=plugin)) - baseline)
