@@ -128,20 +128,23 @@ MEMPROF_API int memprof_unregister_frame_source(int source_id);
  *
  * A binding whose allocator hooks call memprof_report_sampled() or memprof_report_alloc()
  * (a PyMem allocator, a Zend heap handler, an allocation tracepoint) is on the stack of every
- * sample it reports, innermost, and would name every site after itself. Once its object is
- * registered, its frames at the innermost end of a stack are dropped when the stack is
- * captured, as the library's own are, so stacks start at the code that allocated. Frames of
- * the object further out (the binding's functions called by the program) are kept.
+ * sample it reports, innermost, and a hook that forwards to the allocator it replaced (a PyMem
+ * hook calling pymalloc, which calls malloc) is on the stacks of that allocator's samples
+ * too: the binding would name sites after itself. Once its object is registered, its frames
+ * are dropped: at the innermost end of a stack when the stack is captured, as the library's
+ * own are, and anywhere else when it is resolved, so stacks go from the code that allocated
+ * to the allocator without the binding in between.
  *
  * Call it once, from the object itself (the address of one of its functions), before its
  * hooks are installed: a sample taken while it runs may still keep the object's frames.
  * The whole text segment of the object is marked: the object must hold the binding only,
- * never the program's code. A few objects can be registered per process (with the library
- * and the preload plugin, eight ranges in all); registering one again is harmless.
+ * never the program's code (the binding's own functions called by the program disappear
+ * from stacks too). Up to four objects per process; registering one again is harmless.
  * @param address any address in the object's text segment, e.g. a function of the binding.
  * @return 0; `-EINVAL` for NULL, an address outside any loaded object's text, or one in the
- *         main program. Thread-safe; not callable from an allocation hook (it reads the
- *         process's memory mappings). @since 1.4
+ *         main program; `-ENOSPC` when four objects are registered. Thread-safe; not
+ *         callable from an allocation hook (it reads the process's memory mappings).
+ *         @since 1.4
  */
 MEMPROF_API int memprof_register_hook_code(const void *address);
 

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "core/capture.h"
 #include "core/engine.h"
 #include "core/platform.h"
 #include "core/sources.h"
@@ -72,9 +73,9 @@ int memprof_register_hook_code(const void *address)
     if (dl_iterate_phdr(in_main_program, &a) == 1)
         return -EINVAL;
     pthread_mutex_lock(&hook_lock);
-    memprof__engine_own_code(address);
+    int rc = memprof__capture_add_hook_object(address);
     pthread_mutex_unlock(&hook_lock);
-    return 0;
+    return rc;
 }
 
 MEMPROF_SAMPLING_TEXT int memprof_report_alloc(uint64_t id, size_t size)

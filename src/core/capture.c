@@ -8,6 +8,7 @@
 #include "config.h"
 #include "core/capture.h"
 
+#include <errno.h>
 #include <stddef.h>
 #if HAVE_LIBUNWIND
 #include <dlfcn.h>
@@ -16,6 +17,7 @@
 #include <libunwind.h>
 #endif
 
+#include "common/atomic.h"
 #include "common/compiler.h"
 #include "core/platform.h"
 #include "core/unwind_probe.h"
@@ -55,6 +57,47 @@ void memprof__capture_add_own_object(const void *addr)
     uintptr_t lo, hi;
     if (memprof__pf_text_range(addr, &lo, &hi) == 0)
         memprof__capture_add_own_range(lo, hi);
+}
+
+/* ---- hook code ------------------------------------------------------------------------ */
+
+/* Bindings' objects (memprof_register_hook_code()): skipped at the leaf end like the
+ * profiler's own code, and dropped anywhere else in a stack when it is resolved, since a
+ * binding's hook also stands between the program and the allocator it forwards to (a PyMem
+ * hook calling pymalloc, which calls malloc). Written under the caller's lock; read lock-free:
+ * a range is complete before the count that publishes it is stored (release). */
+#define MAX_HOOK_RANGES 4
+
+static struct {
+    uintptr_t lo, hi;
+} hook_ranges[MAX_HOOK_RANGES];
+static _Atomic unsigned n_hook_ranges;
+
+int memprof__capture_add_hook_object(const void *addr)
+{
+    uintptr_t lo, hi;
+    if (memprof__pf_text_range(addr, &lo, &hi) != 0)
+        return -EINVAL;
+    unsigned n = memprof_atomic_load_relaxed(&n_hook_ranges);
+    for (unsigned i = 0; i < n; i++)
+        if (hook_ranges[i].lo == lo && hook_ranges[i].hi == hi)
+            return 0;
+    if (n == MAX_HOOK_RANGES)
+        return -ENOSPC;
+    hook_ranges[n].lo = lo;
+    hook_ranges[n].hi = hi;
+    memprof_atomic_store_release(&n_hook_ranges, n + 1);
+    memprof__capture_add_own_range(lo, hi);
+    return 0;
+}
+
+bool memprof__capture_is_hook(uintptr_t pc)
+{
+    unsigned n = memprof_atomic_load_acquire(&n_hook_ranges);
+    for (unsigned i = 0; i < n; i++)
+        if (pc >= hook_ranges[i].lo && pc < hook_ranges[i].hi)
+            return true;
+    return false;
 }
 
 static bool is_own(uintptr_t pc)

@@ -7,8 +7,11 @@
  * libgcc's _Unwind_Backtrace() (linked), where glibc has _dl_find_object() (2.35 and later),
  * which it reads without the loader's lock, so that a sample may be taken in a signal
  * handler that interrupted the loader and no fork() child inherits that lock held by a
- * sampling thread; libunwind's unw_backtrace() otherwise. About 250 ns for 20 frames either
- * way. Never an unw_step() loop, which makes system calls per frame. Frame pointers (opt-in,
+ * sampling thread; libunwind's unw_backtrace() otherwise. libgcc interprets every frame's
+ * CFI each time, libunwind caches its frames: bench_coldpath's 20-frame sample costs ~8 us
+ * with libgcc against ~1 us with libunwind (before 98e3088 the benchmark, which links
+ * libunwind, measured libunwind's backtrace(), which interposed glibc's; the plugin got
+ * libgcc's). Never an unw_step() loop, which makes system calls per frame. Frame pointers (opt-in,
  * ~40 ns): the walk never faults, since every frame address is checked against [the
  * walker's own frame, the top of the thread's stack) before it is read, must be aligned,
  * and must strictly increase.
@@ -32,6 +35,13 @@ void memprof__capture_add_own_range(uintptr_t lo, uintptr_t hi);
 void memprof__capture_add_own_sampling_text(void);
 /* Registers the text of the loaded object containing `addr` as profiler code. */
 void memprof__capture_add_own_object(const void *addr);
+/* Registers the text of the loaded object containing `addr` as a binding's hook code
+ * (memprof_register_hook_code()): profiler code at the leaf end, and a frame the resolver
+ * drops anywhere in a stack (memprof__capture_is_hook()). Up to 4 objects; serialize calls.
+ * Returns 0, -EINVAL (not in a loaded object's text) or -ENOSPC. */
+int memprof__capture_add_hook_object(const void *addr);
+/* Whether a return address is in a binding's hook code. Lock-free. */
+bool memprof__capture_is_hook(uintptr_t pc);
 
 /* Most native frames one capture stores. */
 #define MEMPROF_CAPTURE_MAX 256

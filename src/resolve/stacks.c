@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/capture.h"
 #include "core/sources.h"
 #include "memprof/memprof.h"
 #include "resolve/strpool.h"
@@ -112,6 +113,10 @@ static struct memprof_rstack *build(struct memprof_stacktab *st, const struct me
     unsigned after_last_eval = 0; /* position just past the outermost eval frame's group */
     bool eval_seen = false;
     for (unsigned i = 0; i < s->native_depth; i++) {
+        /* A binding's hook between the program and the allocator it forwards to (capture.h)
+         * is not the program's: never a frame. */
+        if (memprof__capture_is_hook(frames[i]))
+            continue;
         /* A frame source tells its interpreter's eval loop by the function's name, so its
          * stacks are named even when the profile is written raw (MEMPROF_SYMBOLIZE=0). */
         const struct memprof_sym *sym = memprof__sym_get(frames[i], src != NULL);

@@ -33,7 +33,8 @@ $collapsed = stream_get_contents($f);
 $callers = [];
 foreach (explode("\n", $collapsed) as $line) {
     // The PHP frames from {main} to big(), the caller of interest being just before big.
-    if (preg_match('/;([^;]+);big;str_repeat;/', $line, $m)) {
+    // A line ends at its site, the innermost PHP frame (doc/guide.md, "Site names").
+    if (preg_match('/;([^;]+);big;str_repeat /', $line, $m)) {
         $callers[$m[1]] = true;
     }
 }

@@ -10,6 +10,7 @@ function outer() {
 memprof_enable();
 $kept = outer();
 $f = fopen('php://memory', 'w+');
+putenv('MEMPROF_NATIVE=1'); // the native frames between PHP frames, folded by default
 memprof_dump($f, 'collapsed');
 rewind($f);
 foreach (explode("\n", stream_get_contents($f)) as $line) {

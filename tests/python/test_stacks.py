@@ -6,6 +6,8 @@ generators, methods, exec'd code and deep recursion; and extension modules impor
 start() (their allocations must be hooked too). The C extension is numpy where the
 interpreter under test has it, else ctypes (numpy's checks are then skipped)."""
 
+import os
+
 import pytest
 
 from conftest import PROLOGUE, code_name, has_module
@@ -181,3 +183,35 @@ def test_late_import_of_sqlite3(backend):
     # sqlite3's pages come from its own malloc calls in libsqlite3, loaded after start().
     r = backend.json(LATE_SQLITE, name="late_sqlite.py")
     assert r["make_db"] >= 10 * (1 << 20), r
+
+
+HOOKS = PROLOGUE + """
+memprof.start(sampling_rate_kb=64)
+
+def make_objects():
+    return [{"k": str(i)} for i in range(100000)]   # pymalloc: through the binding's hooks
+
+def make_buffers():
+    return [bytearray(100000) for _ in range(100)]  # PyMem_RawMalloc-sized: malloc
+
+o, b = make_objects(), make_buffers()
+snap = memprof.get_snapshot()
+emit([[(f.function, f.filename, f.module) for f in s.stack]
+      for s in snap.top_allocators(50, user_code=False)])
+"""
+
+
+def test_binding_frames_absent(backend):
+    # The binding marks its object as hook code (memprof_register_hook_code()): its PyMem
+    # hooks (take_sample, obj_malloc_slow in pymem.c) are trimmed from every stack at capture,
+    # like libmemprof's own frames, so no site is named after them (doc/guide.md, "Site
+    # names").
+    stacks = backend.json(HOOKS, name="hooks.py")
+    assert stacks
+    for stack in stacks:
+        for function, filename, module in stack:
+            assert not (filename or "").endswith("pymem.c"), stack
+            assert "_memprof" not in os.path.basename(module or ""), stack
+    # The objects' stacks start in CPython (its allocator called by the list comprehension).
+    leaves = {s[0][0] for s in stacks if s}
+    assert "take_sample" not in leaves and "obj_malloc_slow" not in leaves, leaves
