@@ -2,41 +2,11 @@
 /*
  * The preload backend's configuration and exit-time profile.
  *
- * Environment (parsed strictly; a bad value prints one line naming the variable and the
- * default is used, unless MEMPROF_QUIET=1):
- *   MEMPROF_START   1 (default) starts sampling at load; 0 installs the hooks idle and
- *                   leaves memprof_init()/memprof_start() to the program.
- *   MEMPROF_RATE    mean bytes between samples, with an optional K, M or G suffix (KiB,
- *                   MiB, GiB); default 512K.
- *   MEMPROF_OUTPUT  profile written at exit; "%p" is replaced by the pid, "%e" by the
- *                   program's name (api/values.h), "%%" by "%". A relative path is
- *                   relative to the directory the program started in.
- *                   Unset: nothing is written. Ignored in set-uid/set-gid programs.
- *   MEMPROF_FORMAT  pprof, speedscope, collapsed, text or html (default: from the file
- *                   extension, else text).
- *   MEMPROF_INTERVAL  also rewrite the profile every this many seconds (1 .. 86400).
- *   MEMPROF_SIGNAL  also rewrite the profile when the process receives this signal (a name
- *                   such as USR2 or SIGUSR2, or a number); the handler is replaced if the
- *                   program installs its own. A signal the program started with ignored
- *                   stays ignored (one line says so; preload_dump.c).
- *   MEMPROF_UNWIND  dwarf (default when built with libunwind) or fp (frame pointers:
- *                   faster, but stacks stop at code built without frame pointers).
- *   MEMPROF_SAMPLE_HEAP  1 (default) serves sampled blocks from the profiler's own heap,
- *                   so that free() recognises them by address; 0 leaves them with the real
- *                   allocator (every free() then asks the Bloom filter while samples are
- *                   live). Only in front of glibc's allocator, once libc's free entries
- *                   name the plugin (preload_retarget.c); otherwise always 0.
- *   MEMPROF_TEMP_THRESHOLD  freed allocations younger than this are temporary (the
- *                   temporary view): a duration such as 1ms (the default), 250us or 0.5s.
- *   MEMPROF_SYMBOLIZE  1 (default) writes profiles with function names, files and lines;
- *                   0 writes addresses with their modules' mappings and build ids only, a
- *                   cheaper exit, for `memprof report --symbolize` (or pprof) to name later
- *                   (`memprof run` does this and symbolizes after the program exits).
- *   MEMPROF_FOLLOW  1 (default) leaves the environment alone, so the programs this one
- *                   executes are profiled too; 0 profiles this program only: the plugin
- *                   removes itself from LD_PRELOAD and every MEMPROF_* variable from the
- *                   environment at start (preload_follow.c).
- *   MEMPROF_QUIET   1 silences every message.
+ * The environment is read once, here, through one table (`options` below): each variable's
+ * name, the kind of value it takes and what a bad value falls back to. A bad value prints one
+ * line naming the variable, what was expected and what is used instead (unless
+ * MEMPROF_QUIET=1), and the program runs on. doc/guide.md ("The preload plugin") documents
+ * every row; the test env-documented keeps the two in step.
  * Writing the profiles is preload_dump.c's job.
  */
 #define _GNU_SOURCE
@@ -45,6 +15,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,134 +102,192 @@ void memprof__preload_say(const char *fmt, ...)
 
 #define say memprof__preload_say
 
-static int parse_bool(const char *name, const char *v, int dflt)
+/* What the environment says, defaults filled in. */
+struct settings {
+    int quiet, start, sample_heap, follow, symbolize;
+    uint64_t rate, temp_threshold_ns;
+    unsigned interval_s;
+    int signo;
+    memprof_format format;
+    uint32_t unwinder;
+    const char *output; /* NULL: unset */
+    bool sample_heap_set;
+};
+
+enum kind { SWITCH, RATE, DURATION, SECONDS, SIGNAL, FORMAT, UNWIND, PATH };
+
+/* One row per variable, in the order they are read (MEMPROF_QUIET first, so it silences the
+ * others' messages). `expected` and `fallback` make the message for a bad value. */
+static const struct option {
+    const char *name;
+    enum kind kind;
+    size_t at; /* offsetof(struct settings, field) */
+    const char *expected;
+    const char *fallback;
+} options[] = {
+    {"MEMPROF_QUIET", SWITCH, offsetof(struct settings, quiet), "1 or 0", "0"},
+    {"MEMPROF_START", SWITCH, offsetof(struct settings, start), "1 or 0", "1"},
+    {"MEMPROF_SAMPLE_HEAP", SWITCH, offsetof(struct settings, sample_heap), "1 or 0", "1"},
+    {"MEMPROF_FOLLOW", SWITCH, offsetof(struct settings, follow), "1 or 0", "1"},
+    {"MEMPROF_SYMBOLIZE", SWITCH, offsetof(struct settings, symbolize), "1 or 0", "1"},
+    {"MEMPROF_RATE", RATE, offsetof(struct settings, rate),
+     "bytes between 1 and 2^40, optionally with a K, M or G suffix (e.g. 524288 or 512K)",
+     NULL /* the default rate, in bytes */},
+    {"MEMPROF_FORMAT", FORMAT, offsetof(struct settings, format),
+     "pprof, speedscope, collapsed, text or html", "the file extension"},
+    {"MEMPROF_OUTPUT", PATH, offsetof(struct settings, output), NULL, NULL},
+    {"MEMPROF_INTERVAL", SECONDS, offsetof(struct settings, interval_s),
+     "whole seconds from 1 to 86400", "none"},
+    {"MEMPROF_SIGNAL", SIGNAL, offsetof(struct settings, signo),
+     "a signal name such as USR2, or a number", "none"},
+    {"MEMPROF_TEMP_THRESHOLD", DURATION, offsetof(struct settings, temp_threshold_ns),
+     "a duration such as 1ms, 250us or 0.5s (up to a day)", "1ms"},
+    {"MEMPROF_UNWIND", UNWIND, offsetof(struct settings, unwinder), "dwarf or fp", "the default"},
+};
+
+/* Parses `v` as `o` says into the settings; false if it is not a valid value. */
+static bool parse(const struct option *o, const char *v, struct settings *st)
 {
-    if (!v)
-        return dflt;
-    int b = memprof__parse_bool(v);
-    if (b >= 0)
-        return b;
-    say("memprof: ignoring %s='%s': expected 1 or 0; using %d", name, v, dflt);
-    return dflt;
+    char *at = (char *)st + o->at;
+    switch (o->kind) {
+    case SWITCH: {
+        int b = memprof__parse_bool(v);
+        if (b >= 0)
+            *(int *)at = b;
+        return b >= 0;
+    }
+    case RATE:
+        return (*(uint64_t *)at = memprof__parse_rate(v)) != 0;
+    case DURATION:
+        return (*(uint64_t *)at = memprof__parse_duration(v)) != 0;
+    case SECONDS: {
+        char *end;
+        errno = 0;
+        long n = strtol(v, &end, 10);
+        if (errno || *end || n < 1 || n > 86400)
+            return false;
+        *(unsigned *)at = (unsigned)n;
+        return true;
+    }
+    case SIGNAL:
+        return (*(int *)at = memprof__parse_signal(v)) != 0;
+    case FORMAT:
+        return (*(memprof_format *)at = memprof__format_by_name(v)) != MEMPROF_FORMAT_AUTO;
+    case UNWIND:
+        if (strcmp(v, "fp") && strcmp(v, "dwarf"))
+            return false;
+        *(uint32_t *)at = strcmp(v, "fp") ? MEMPROF_UNWIND_DWARF : MEMPROF_UNWIND_FP;
+        return true;
+    case PATH:
+        *(const char **)at = v;
+        return true;
+    }
+    return false;
+}
+
+static void read_environment(struct settings *st)
+{
+    *st = (struct settings){.start = 1,
+                            .sample_heap = 1,
+                            .follow = 1,
+                            .symbolize = 1,
+                            .rate = MEMPROF_DEFAULT_RATE,
+                            .format = MEMPROF_FORMAT_AUTO,
+                            .unwinder = MEMPROF_UNWIND_DEFAULT};
+    for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
+        const struct option *o = &options[i];
+        /* secure_getenv for the output: a set-uid/set-gid program must not be made to
+         * write files. */
+        const char *v = o->kind == PATH ? secure_getenv(o->name) : getenv(o->name);
+        if (!v || (!*v && o->kind != SWITCH && o->kind != PATH))
+            continue;
+        if (o->at == offsetof(struct settings, sample_heap))
+            st->sample_heap_set = true;
+        if (parse(o, v, st))
+            continue;
+        if (o->kind == RATE) {
+            st->rate = MEMPROF_DEFAULT_RATE;
+            say("memprof: ignoring %s='%s': expected %s; using %u", o->name, v, o->expected,
+                MEMPROF_DEFAULT_RATE);
+        } else {
+            say("memprof: ignoring %s='%s': expected %s; using %s", o->name, v, o->expected,
+                o->fallback);
+        }
+        if (o->kind == FORMAT)
+            st->format = MEMPROF_FORMAT_AUTO;
+    }
+}
+
+/* The profile's path: MEMPROF_OUTPUT made absolute from the directory the program started
+ * in (one that changes directory, a daemon's chdir("/"), still writes where the user asked),
+ * with "%e", the program's name, expanded now and for good: a fork() child is the same
+ * program, and an exec()ed one loads the plugin afresh. */
+static void output_path(const char *out, struct memprof_dump_config *dump)
+{
+    char cwd[PATH_MAX];
+    int len = 0;
+    if (out && *out && *out != '/' && getcwd(cwd, sizeof cwd))
+        len = snprintf(dump->output, sizeof dump->output, "%s%s%s", cwd,
+                       cwd[strlen(cwd) - 1] == '/' ? "" : "/", out);
+    else if (out)
+        len = snprintf(dump->output, sizeof dump->output, "%s", out);
+    char named[PATH_MAX];
+    if (len >= 0 && (size_t)len < sizeof dump->output) {
+        if (memprof__expand_program(dump->output, memprof__program_name(), named, sizeof named))
+            memcpy(dump->output, named, strlen(named) + 1);
+        else
+            len = -1;
+    }
+    if (len < 0 || (size_t)len >= sizeof dump->output) {
+        say("memprof: ignoring MEMPROF_OUTPUT: longer than %d bytes", PATH_MAX - 1);
+        dump->output[0] = 0;
+    }
 }
 
 void memprof__preload_configure(bool sample_heap_ok)
 {
-    struct memprof_dump_config dump = {.format = MEMPROF_FORMAT_AUTO};
     record_stderr();
-    quiet = parse_bool("MEMPROF_QUIET", getenv("MEMPROF_QUIET"), 0);
-    int start = parse_bool("MEMPROF_START", getenv("MEMPROF_START"), 1);
-    const char *sheap = getenv("MEMPROF_SAMPLE_HEAP");
-    if (parse_bool("MEMPROF_SAMPLE_HEAP", sheap, 1)) {
+    /* MEMPROF_QUIET first, on its own: it decides whether the other rows may speak. */
+    quiet = getenv("MEMPROF_QUIET") && memprof__parse_bool(getenv("MEMPROF_QUIET")) == 1;
+    struct settings st;
+    read_environment(&st);
+    quiet = st.quiet;
+
+    if (st.sample_heap) {
         if (sample_heap_ok)
             memprof__engine_use_sample_heap();
-        else if (sheap)
+        else if (st.sample_heap_set)
             say("memprof: ignoring MEMPROF_SAMPLE_HEAP=%s: the allocator behind the profiler is "
                 "not glibc's",
-                sheap);
+                getenv("MEMPROF_SAMPLE_HEAP"));
     }
-
-    /* Read now, acted on at the end: the rest of the configuration still reads MEMPROF_*. */
-    int follow = parse_bool("MEMPROF_FOLLOW", getenv("MEMPROF_FOLLOW"), 1);
-
-    if (!parse_bool("MEMPROF_SYMBOLIZE", getenv("MEMPROF_SYMBOLIZE"), 1))
+    if (!st.symbolize)
         memprof__sym_set_symbolize(false);
 
-    const char *rate_s = getenv("MEMPROF_RATE");
-    uint64_t rate = memprof__parse_rate(rate_s);
-    if (rate_s && !rate)
-        say("memprof: ignoring MEMPROF_RATE='%s': expected bytes between 1 and 2^40, "
-            "optionally with a K, M or G suffix (e.g. 524288 or 512K); using %u",
-            rate_s, MEMPROF_DEFAULT_RATE);
+    struct memprof_dump_config dump = {
+        .format = st.format, .interval_s = st.interval_s, .signo = st.signo};
+    output_path(st.output, &dump);
 
-    const char *fmt = getenv("MEMPROF_FORMAT");
-    if (fmt && *fmt) {
-        dump.format = memprof__format_by_name(fmt);
-        if (dump.format == MEMPROF_FORMAT_AUTO)
-            say("memprof: ignoring MEMPROF_FORMAT='%s': expected pprof, speedscope, collapsed, "
-                "text or html; using the file extension",
-                fmt);
-    }
-
-    /* secure_getenv: a set-uid/set-gid program must not be made to write files. A relative
-     * path is taken from the directory the program started in: one that changes directory
-     * (a daemon's chdir("/")) still writes where the user asked. */
-    const char *out = secure_getenv("MEMPROF_OUTPUT");
-    char cwd[PATH_MAX];
-    int len = 0;
-    if (out && *out && *out != '/' && getcwd(cwd, sizeof cwd))
-        len = snprintf(dump.output, sizeof dump.output, "%s%s%s", cwd,
-                       cwd[strlen(cwd) - 1] == '/' ? "" : "/", out);
-    else if (out)
-        len = snprintf(dump.output, sizeof dump.output, "%s", out);
-    /* "%e", the program's name, is known now and for good: a fork() child is the same
-     * program, and an exec()ed one loads the plugin afresh. */
-    char named[PATH_MAX];
-    if (len >= 0 && (size_t)len < sizeof dump.output) {
-        if (memprof__expand_program(dump.output, memprof__program_name(), named, sizeof named))
-            memcpy(dump.output, named, strlen(named) + 1);
-        else
-            len = -1;
-    }
-    if (len < 0 || (size_t)len >= sizeof dump.output) {
-        say("memprof: ignoring MEMPROF_OUTPUT: longer than %d bytes", PATH_MAX - 1);
-        dump.output[0] = 0;
-    }
-
-    const char *interval = getenv("MEMPROF_INTERVAL");
-    if (interval && *interval) {
-        char *end;
-        errno = 0;
-        long n = strtol(interval, &end, 10);
-        if (errno || *end || n < 1 || n > 86400)
-            say("memprof: ignoring MEMPROF_INTERVAL='%s': expected whole seconds from 1 to "
-                "86400",
-                interval);
-        else
-            dump.interval_s = (unsigned)n;
-    }
-    const char *sig = getenv("MEMPROF_SIGNAL");
-    if (sig && *sig && !(dump.signo = memprof__parse_signal(sig)))
-        say("memprof: ignoring MEMPROF_SIGNAL='%s': expected a signal name such as USR2, or a "
-            "number",
-            sig);
-
-    const char *temp = getenv("MEMPROF_TEMP_THRESHOLD");
-    uint64_t temp_threshold = memprof__parse_duration(temp);
-    if (temp && *temp && !temp_threshold)
-        say("memprof: ignoring MEMPROF_TEMP_THRESHOLD='%s': expected a duration such as 1ms, "
-            "250us or 0.5s (up to a day); using 1ms",
-            temp);
-
-    const char *unwind = getenv("MEMPROF_UNWIND");
-    uint32_t unwinder = MEMPROF_UNWIND_DEFAULT;
-    if (unwind && !strcmp(unwind, "fp"))
-        unwinder = MEMPROF_UNWIND_FP;
-    else if (unwind && !strcmp(unwind, "dwarf"))
-        unwinder = MEMPROF_UNWIND_DWARF;
-    else if (unwind && *unwind)
-        say("memprof: ignoring MEMPROF_UNWIND='%s': expected dwarf or fp; using the default",
-            unwind);
-
-    if (start) {
+    if (st.start) {
         memprof_config c;
         memprof_config_init(&c);
-        c.sampling_rate = rate;
-        c.unwinder = unwinder;
+        c.sampling_rate = st.rate;
+        c.unwinder = st.unwinder;
         int rc = memprof__init_owned(&c);
         if (rc == -ENOTSUP) {
             say("memprof: MEMPROF_UNWIND=dwarf is not available in this build; using fp");
             c.unwinder = MEMPROF_UNWIND_FP;
             rc = memprof__init_owned(&c);
         }
-        if (rc == 0 && temp_threshold)
-            memprof_set_temporary_threshold(temp_threshold);
+        if (rc == 0 && st.temp_threshold_ns)
+            memprof_set_temporary_threshold(st.temp_threshold_ns);
         if (rc == 0)
             rc = memprof_start();
         if (rc != 0 && rc != -EALREADY)
             say("memprof: could not start profiling: %s", memprof_strerror(rc));
     }
     memprof__preload_dump_setup(&dump);
-    if (!follow)
+    /* Read with the others, acted on last: the rest of the configuration reads MEMPROF_*. */
+    if (!st.follow)
         memprof__preload_unfollow();
 }
