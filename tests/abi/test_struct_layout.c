@@ -5,9 +5,9 @@
  * between the headers' version and the library's. A failure here means a change to
  * include/memprof/ moved something a compiled caller depends on.
  *
- * The public structs are size-stamped and may only grow by appending members (STYLE.md
- * section 5): such a change adds OFF() lines for the new members and updates the SIZE()
- * line, and nothing else in this file may change. Any other difference is an ABI break,
+ * The public structs are size-stamped and may only grow by appending members
+ * (doc/architecture.md, Decisions: ABI discipline): such a change adds OFF() lines for the
+ * new members and updates the SIZE() line, and nothing else in this file may change. Any other difference is an ABI break,
  * which needs a new soname (abi/README.md). The numbers are for LP64 targets (x86_64,
  * aarch64, ppc64el, s390x, riscv64, ...); elsewhere the test is skipped.
  */
