@@ -13,8 +13,9 @@
 static bool takes_value(const char *a)
 {
     static const char *const with_value[] = {
-        "-r", "--rate",   "-o", "--output", "-f", "--format",         "-i", "--interval",
-        "-s", "--signal", "-u", "--unwind", "-T", "--temp-threshold", "-d", "--duration",
+        "-r", "--rate",           "-o", "--output",   "-f",        "--format",
+        "-i", "--interval",       "-s", "--signal",   "-u",        "--unwind",
+        "-T", "--temp-threshold", "-d", "--duration", "--wrapper",
     };
     for (size_t i = 0; i < sizeof with_value / sizeof *with_value; i++)
         if (strcmp(a, with_value[i]) == 0)

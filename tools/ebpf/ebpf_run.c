@@ -217,6 +217,25 @@ static int trace_child(const struct run_ebpf *o, char *path)
     return code;
 }
 
+/* The name of an option of `memprof run` that only the plugin can honour. */
+static const char *plugin_only_option(int c)
+{
+    switch (c) {
+    case 'i':
+        return "--interval";
+    case 's':
+        return "--signal";
+    case 'u':
+        return "--unwind";
+    case 'T':
+        return "--temp-threshold";
+    case 'F':
+        return "--no-follow";
+    default:
+        return "--no-runtime";
+    }
+}
+
 int memprof_cli_ebpf_run(int argc, char **argv)
 {
     enum { OPT_EBPF = 256 };
@@ -232,6 +251,9 @@ int memprof_cli_ebpf_run(int argc, char **argv)
         {"unwind", required_argument, NULL, 'u'},
         {"temp-threshold", required_argument, NULL, 'T'},
         {"no-follow", no_argument, NULL, 'F'},
+        {"no-runtime", no_argument, NULL, 'R'},
+        {"wrapper", required_argument, NULL, 'W'},
+        {"native", no_argument, NULL, 'N'},
         {NULL, 0, NULL, 0},
     };
     struct run_ebpf o = {.rate = (uint64_t)MEMPROF_DEFAULT_RATE};
@@ -261,6 +283,13 @@ int memprof_cli_ebpf_run(int argc, char **argv)
         case 'q':
             o.quiet = true;
             break;
+        case 'W': /* the summary's and the text writers' site names */
+            if (!memprof_cli_add_wrapper("run", optarg))
+                return CLI_EXIT_USAGE;
+            break;
+        case 'N':
+            memprof_cli_show_native();
+            break;
         case 'h':
             memprof_cli_help("run", stdout);
             return CLI_EXIT_OK;
@@ -269,10 +298,11 @@ int memprof_cli_ebpf_run(int argc, char **argv)
         case 'u':
         case 'T':
         case 'F':
+        case 'R':
             return memprof_cli_usage_error("run",
                                            "%s: not available with --ebpf (the program "
                                            "is probed from outside; nothing runs in it)",
-                                           argv[optind - (c == 'F' ? 1 : 2)]);
+                                           plugin_only_option(c));
         default:
             return memprof_cli_bad_option("run", c, argv);
         }
