@@ -212,6 +212,7 @@ struct inj {
     int xstate_type;
     uint64_t sigmask;     /* its signal mask at the stop */
     uint64_t deadline_ns; /* the call's time limit (CLOCK_MONOTONIC), 0 before the call */
+    bool returned;        /* the call is over and the thread restored, stopped at the marker */
     int held_signals[8];  /* signals held back while it was not ours to give back */
     unsigned nheld;
 };
@@ -396,8 +397,7 @@ static bool allocator_syscall(long nr)
 
 static bool name_starts(const struct target_map *m, const char *prefix)
 {
-    const char *b = strrchr(m->path, '/');
-    return b && !strncmp(b + 1, prefix, strlen(prefix));
+    return m->path[0] == '/' && !strncmp(memprof_target_file_name(m->path), prefix, strlen(prefix));
 }
 
 /* Whether the stopped thread may be borrowed (see the top of the file); `room` is the stack
@@ -637,6 +637,7 @@ static int run_call(struct inj *in, uintptr_t code, uintptr_t d, uint64_t cookie
             return -1;
         }
     }
+    in->returned = true;
     if (!out[0]) {
         fail(in, "dlopen() in the target failed (the library or one it needs cannot be loaded "
                  "there)");
@@ -801,6 +802,10 @@ int memprof_inject_call_args(pid_t pid, const char *library, const char *functio
     setitimer(ITIMER_REAL, &tick, NULL);
     int call = run_call(&in, code, d, cookie, res);
     setitimer(ITIMER_REAL, &no_tick, NULL);
+    if (call < 0 && in.returned) {
+        ptrace(PTRACE_DETACH, in.tid, 0, 0); /* restored: the call itself failed */
+        goto out;
+    }
     if (call < 0) {
         /* The thread runs the trampoline, which finishes and restores itself on its own. */
         int st = 0;

@@ -68,6 +68,13 @@ ssize_t memprof_target_maps(pid_t pid, struct target_map **out)
     return (ssize_t)n;
 }
 
+const char *memprof_target_file_name(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    return strncmp(b, "memfd:", 6) ? b : b + 6;
+}
+
 const struct target_map *memprof_target_object(const struct target_map *m, size_t n,
                                                const char *prefix, uintptr_t *base)
 {
@@ -77,8 +84,7 @@ const struct target_map *memprof_target_object(const struct target_map *m, size_
     for (size_t i = 0; i < n; i++) {
         if (m[i].path[0] != '/' || m[i].perms[2] != 'x')
             continue;
-        const char *b = strrchr(m[i].path, '/') + 1;
-        if (strncmp(b, prefix, strlen(prefix)))
+        if (strncmp(memprof_target_file_name(m[i].path), prefix, strlen(prefix)))
             continue;
         for (size_t j = i + 1; j-- > 0;) {
             if (m[j].inode != m[i].inode || strcmp(m[j].path, m[i].path))

@@ -27,6 +27,10 @@ struct target_map {
  * with errno set. */
 ssize_t memprof_target_maps(pid_t pid, struct target_map **out);
 
+/* The file name of a mapping's path: after the last '/', and after "memfd:" for a memory
+ * file (memprof attach names those after the soname they carry, handover.c). */
+const char *memprof_target_file_name(const char *path);
+
 /* The first object the loader mapped (one with code) whose file name (after the last '/')
  * starts with `prefix`, e.g. "libc.so.6". Sets *base to its load address (the start of its
  * mapping at file offset 0). Returns NULL if none is mapped. */

@@ -26,6 +26,11 @@ Cases:
                 the new program runs untraced
   fork          a target forking on two threads: the attach works, every child exits 0
   exit-profiling the target exits while profiled: one line, exit 1
+  container     (root) a target in its own mount namespace (unshare -m) and a minimal root of
+                its own (chroot: the program, glibc and /proc, no libmemprof): the library
+                and its dependencies are handed over as memory files, the profile comes back
+                to a path outside that root, no memory file stays open, a second attach
+                reuses the library
   accuracy      a target turning 200 MiB over each second, attached for 5 s at 64 KiB: the
                 estimated live heap is within 10 % of 200 MiB
 Exit 77 (skipped) where this process may not ptrace its children.
@@ -382,6 +387,68 @@ def case_exit_profiling(args, tmp):
         t.end()
 
 
+def minimal_root(exe, root):
+    """A root with `exe` as /attach-target, the libraries ldd names for it, glibc's libm
+    (libmemprof needs it from the process's own glibc) and an empty /proc."""
+    out = subprocess.run(["ldd", exe], stdout=subprocess.PIPE, check=True).stdout.decode()
+    libs = re.findall(r"(/\S+) \(0x", out)
+    libc = [lib for lib in libs if os.path.basename(lib).startswith("libc.so")]
+    if not libc:
+        fail("no libc in ldd's output: " + out)
+    libs.append(os.path.join(os.path.dirname(libc[0]), "libm.so.6"))
+    for lib in libs:
+        dest = root + lib
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        shutil.copy2(lib, dest)
+    shutil.copy2(exe, os.path.join(root, "attach-target"))
+    os.makedirs(os.path.join(root, "proc"))
+
+
+def memfds(pid):
+    found = []
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("/memfd:"):
+            found.append(link)
+    return found
+
+
+def case_container(args, tmp):
+    if os.geteuid() != 0 or not all(shutil.which(c) for c in ("unshare", "chroot", "ldd")):
+        print("SKIP: needs root, unshare, chroot and ldd")
+        sys.exit(SKIP)
+    root = os.path.join(tmp, "root")
+    minimal_root(os.path.abspath(args.target), root)
+    script = 'mount -t proc proc "$0/proc" && exec chroot "$0" /attach-target loop'
+    t = Target(None, None, argv=["unshare", "-m", "--propagation", "private", "sh", "-c",
+                                 script, root])
+    try:
+        if os.stat("/proc/self/ns/mnt").st_ino == os.stat("/proc/%d/ns/mnt" % t.pid).st_ino:
+            fail("the target is in this mount namespace")
+        out = os.path.join(tmp, "container.pb.gz")  # outside the target's root
+        _, err = attach(args, "-d", "2", "-r", "64K", "-o", out, str(t.pid))
+        if "libmemprof handed over to its mount namespace" not in err:
+            fail("the library was not handed over:\n" + err)
+        check_profile(err)
+        if not os.path.isfile(out) or os.path.exists(os.path.join(root, out.lstrip("/"))):
+            fail("the profile is not at %s, or also inside the target's root" % out)
+        if memfds(t.pid):
+            fail("memory files left open in the target: %s" % memfds(t.pid))
+        t.check_running()
+        _, err = attach(args, "-d", "1", "-o", out, str(t.pid))
+        if "already loaded" not in err:
+            fail("the second attach did not reuse the library:\n" + err)
+        check_profile(err)
+        if memfds(t.pid):
+            fail("memory files left open in the target: %s" % memfds(t.pid))
+        t.check_running()
+    finally:
+        t.end()
+
+
 def case_accuracy(args, tmp):
     t = Target(args.target, "churn200")
     try:
@@ -417,7 +484,8 @@ def main():
              "plugin": case_plugin, "eintr": case_eintr, "restart": case_restart,
              "sleep": case_sleep, "exit-during": case_exit_during,
              "exec-during": case_exec_during, "fork": case_fork,
-             "exit-profiling": case_exit_profiling, "accuracy": case_accuracy}
+             "exit-profiling": case_exit_profiling, "accuracy": case_accuracy,
+             "container": case_container}
     with tempfile.TemporaryDirectory() as tmp:
         os.chmod(tmp, 0o755)
         cases[args.case](args, tmp)
