@@ -688,8 +688,9 @@ def t_run_summary_formats(tmp):
     p = run_prog(tmp, "freed", "1000", "4096", opts=["-r", "16K", "-o", "f.txt"])
     with open(os.path.join(tmp, "f.txt")) as f:
         text = f.read()
-    check("Nothing sampled was live at the snapshot" in text and "grow_cache" in text,
-          "f.txt:\n" + text)
+    # Nothing, or next to nothing (stdout's buffer, when a sample falls on it), was live.
+    check(re.search(r"^(Nothing sampled|Little) was live at the snapshot", text, re.M) and
+          "grow_cache" in text, "f.txt:\n" + text)
     # Written raw by the program itself (MEMPROF_SYMBOLIZE=0 is the user's: not named after).
     env = clean_env({"MEMPROF_SYMBOLIZE": "0"})
     p = run_prog(tmp, "alloc", "1000", "4096", opts=["-r", "16K", "-o", "raw.pb.gz"], env=env)
