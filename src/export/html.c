@@ -1200,7 +1200,7 @@ static unsigned put_view(const struct memprof_pstack *st, enum memprof_view view
 }
 
 static void write_data(const struct memprof_profile *p, const struct html_data *d,
-                       enum memprof_view view, int opened_on_peak, FILE *out)
+                       enum memprof_view view, int opened_on_peak, bool native, FILE *out)
 {
     struct memprof_export_interval heap, peak;
     memprof__export_interval((double)p->inuse_space, p->inuse_space_var, p->live_samples,
@@ -1277,9 +1277,10 @@ static void write_data(const struct memprof_profile *p, const struct html_data *
         low |= leak.bytes && iv.low_information ? 1u << MEMPROF_VIEW_LEAKS : 0;
         put_u64(out, st->thread <= p->nthreads ? st->thread : 0, &count);
         put_u64(out, low, &count);
-        put_index(out,
-                  st->nframes ? d->u.of[st->frames[memprof__pstack_site(p, st)]] : d->u.no_stack,
-                  &count);
+        /* Shown from the site outward (sites.c), a stack starts at its site's frame; with every
+         * native frame, the site is looked for. */
+        uint32_t site = native && st->nframes ? memprof__pstack_site(p, st) : 0;
+        put_index(out, st->nframes ? d->u.of[st->frames[site]] : d->u.no_stack, &count);
     }
     /* Lifetimes only for the stacks that freed samples: most stacks of a long-lived heap
      * have none, and 16 zeros each would double the page. */
@@ -1326,7 +1327,8 @@ int memprof__export_html(const struct memprof_profile *p, FILE *out, enum mempro
         view = MEMPROF_VIEW_PEAK;
     /* The stacks as people read them (sites.c); the whole-heap figures are p's. */
     struct memprof_profile *shown;
-    if (memprof__profile_presented(p, memprof__present_native(), &shown) != 0)
+    bool native = memprof__present_native();
+    if (memprof__profile_presented(p, native, &shown) != 0)
         return -ENOMEM;
     p = shown;
     uint32_t longest = 0;
@@ -1338,7 +1340,7 @@ int memprof__export_html(const struct memprof_profile *p, FILE *out, enum mempro
     if (rc == 0) {
         put_lines(page_head, sizeof page_head / sizeof *page_head, out);
         fputs("<script type=\"application/json\" id=\"memprof-data\">", out);
-        write_data(p, &d, view, opened_on_peak, out);
+        write_data(p, &d, view, opened_on_peak, native, out);
         fputs("</script>\n", out);
         put_lines(page_tail, sizeof page_tail / sizeof *page_tail, out);
         rc = ferror(out) ? -EIO : 0;
