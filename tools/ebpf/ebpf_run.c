@@ -10,8 +10,8 @@
  * libc is mapped after the exec), and it stops at its exit (PTRACE_EVENT_EXIT), while its
  * maps can still be read, so the last samples' frames get their modules. Every other stop
  * is a signal for the program, passed on as it came. Which libc: the one this command
- * runs with, the one a dynamically linked program on this system loads; a static program
- * is probed in itself.
+ * runs with, the one a dynamically linked program on this system loads (a script's
+ * interpreter too, executed in the same process); a static program is probed in itself.
  *
  * Signals sent to this command by another process (kill) are forwarded to the program, as
  * `memprof run` does; those from the terminal reach the program directly.
@@ -112,7 +112,11 @@ struct run_ebpf {
 static int trace_child(const struct run_ebpf *o, char *path)
 {
     char libc[PATH_MAX];
-    bool dynamic = memprof__ebpf_elf_is_dynamic(path);
+    /* A static program defines its malloc; any other, a script included (its interpreter
+     * is executed in the same process), uses the C library. */
+    struct memprof_ebpf_elf scan;
+    bool dynamic = memprof__ebpf_elf_is_dynamic(path) ||
+                   memprof__ebpf_elf_scan(path, false, &scan) == -ENOEXEC;
     struct memprof_ebpf_file files[2] = {{path, !dynamic}};
     unsigned nfiles = 1;
     if (dynamic && own_libc(libc))
