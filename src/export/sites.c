@@ -95,11 +95,18 @@ static const char *const default_wrappers[] = {
     "dbReallocFinish",
     /* Rust: the allocator shims in their plain and v0 spellings, the functions of older
      * rustc behind them, the alloc crate's allocation API and growth paths (inlined into
-     * the caller, or not), and the methods of a GlobalAlloc or Allocator implementation. */
+     * the caller, or not), the methods of a GlobalAlloc or Allocator implementation, and
+     * the Vec and Box functions that allocate for their caller (not those that call the
+     * caller's closures, such as collecting an iterator). */
     "__rust_alloc", "__rust_alloc_zeroed", "__rust_realloc", "__rust_dealloc",
     "__rustc::__rust_*", "__rg_*", "__rdl_*", "std::alloc::__default_lib_allocator::*",
     "alloc::alloc::*", "<alloc::alloc::*", "alloc::raw_vec::*", "<alloc::raw_vec::*",
     "* as core::alloc::global::GlobalAlloc>::*", "* as core::alloc::Allocator>::*",
+    "alloc::vec::from_elem*", "* as alloc::vec::spec_from_elem::SpecFromElem>::*",
+    "alloc::vec::Vec<*>::with_capacity*", "<alloc::vec::Vec<*>>::with_capacity*",
+    "alloc::vec::Vec<*>::reserve*", "<alloc::vec::Vec<*>>::reserve*",
+    "alloc::vec::Vec<*>::push*", "<alloc::vec::Vec<*>>::push*", "alloc::boxed::Box<*>::new*",
+    "<alloc::boxed::Box<*>>::new*",
 };
 
 const char *const *memprof__wrappers_default(size_t *n)
