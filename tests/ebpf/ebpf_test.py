@@ -17,9 +17,12 @@ Cases:
   no-privilege     without capabilities (setpriv), --ebpf says so in one line, exit 3
   formats          every writer takes the profile of this mode (text, collapsed,
                    speedscope, html, pprof read back by memprof report)
+  sampling-law     100,000 allocations of 4 KiB at 512 KiB: the kernel samples about
+                   N (1 - exp(-s/R)) of them (within 6 standard deviations), the library's law
 """
 import argparse
 import ctypes
+import math
 import os
 import re
 import shutil
@@ -230,6 +233,29 @@ def case_formats(args, tmp):
             fail(f"{fmt}: {probe!r} not in {out}")
 
 
+def case_sampling_law(args, tmp):
+    n, size, rate = 100000, 4096, 512 << 10
+    out = os.path.join(tmp, "law.txt")
+    r = subprocess.run([args.memprof, "run", "--ebpf", "-r", str(rate), "-o", out, "--",
+                        args.fixed, str(n), str(size)], capture_output=True, text=True,
+                       timeout=120)
+    if r.returncode != 0:
+        fail(f"memprof run --ebpf: exit {r.returncode}: {r.stderr}")
+    m = re.search(r"(\d+) allocator calls seen, (\d+) sampled", r.stderr)
+    if not m:
+        fail("no eBPF probes line:\n" + r.stderr)
+    calls, sampled = int(m.group(1)), int(m.group(2))
+    if calls < n:
+        fail(f"{calls} allocator calls seen, expected at least {n}")
+    p = -math.expm1(-size / rate)
+    mean, sd = n * p, math.sqrt(n * p * (1 - p))
+    # Allocations of the C library's start-up add a handful of samples at most.
+    if abs(sampled - mean) > 6 * sd + 5:
+        fail(f"{sampled} samples of {n} allocations of {size} B, expected {mean:.0f} +- "
+             f"{6 * sd:.0f}")
+    print(f"{sampled} samples, expected {mean:.0f} (sd {sd:.0f})")
+
+
 CASES = {
     "rust-run": (case_rust_run, "rust"),
     "rust-attach": (case_rust_attach, "rust"),
@@ -237,6 +263,7 @@ CASES = {
     "mount-namespace": (case_mount_namespace, "static"),
     "no-privilege": (case_no_privilege, None),
     "formats": (case_formats, "static"),
+    "sampling-law": (case_sampling_law, "fixed"),
 }
 
 
@@ -245,6 +272,7 @@ def main():
     ap.add_argument("--memprof", required=True)
     ap.add_argument("--rust")
     ap.add_argument("--static")
+    ap.add_argument("--fixed")
     ap.add_argument("case", choices=sorted(CASES))
     args = ap.parse_args()
     fn, needs = CASES[args.case]
