@@ -441,6 +441,66 @@ typedef enum memprof_format {
 MEMPROF_API int memprof_snapshot_write(const memprof_snapshot *snapshot, const char *path,
                                        memprof_format format);
 
+/**
+ * @brief **memprof_format_from_name()** the format of a name, as `memprof --format`,
+ * `MEMPROF_FORMAT` and every binding spell them.
+ * @param name "pprof", "speedscope", "collapsed", "text" or "html" (exactly, lower case).
+ * @return the format (> 0); `-EINVAL` for NULL or any other name ("auto" included).
+ *
+ * The one table of format names, for bindings that take a format by name. Thread-safe,
+ * async-signal-safe, callable in any state. @since 1.4
+ */
+MEMPROF_API int memprof_format_from_name(const char *name);
+
+/**
+ * @brief **memprof_format_name()** the name of a format.
+ * @param format a memprof_format other than MEMPROF_FORMAT_AUTO.
+ * @return a static string ("pprof", ...); NULL for MEMPROF_FORMAT_AUTO or an unknown value,
+ *         so a loop from 1 until NULL lists every format this library writes.
+ *
+ * Thread-safe, async-signal-safe, callable in any state. @since 1.4
+ */
+MEMPROF_API const char *memprof_format_name(memprof_format format);
+
+/**
+ * @brief **memprof_format_extension()** the file extension profiles of a format are written
+ * with.
+ * @param format a memprof_format other than MEMPROF_FORMAT_AUTO.
+ * @return a static string with its dot (".pb.gz", ".json", ".folded", ".txt", ".html");
+ *         NULL for MEMPROF_FORMAT_AUTO or an unknown value. MEMPROF_FORMAT_AUTO also
+ *         recognises ".pprof", ".collapsed" and ".htm".
+ *
+ * Thread-safe, async-signal-safe, callable in any state. @since 1.4
+ */
+MEMPROF_API const char *memprof_format_extension(memprof_format format);
+
+/**
+ * @brief **memprof_format_from_path()** the format a file name's extension names, as
+ * MEMPROF_FORMAT_AUTO chooses it.
+ * @param path a file name.
+ * @return the format (> 0) its extension names (also ".pprof", ".collapsed", ".htm");
+ *         MEMPROF_FORMAT_AUTO (0) when it names none; `-EINVAL` for NULL.
+ *
+ * Thread-safe, async-signal-safe, callable in any state. @since 1.4
+ */
+MEMPROF_API int memprof_format_from_path(const char *path);
+
+/**
+ * @brief **memprof_parse_rate()** reads a sampling rate as `memprof run -r` and
+ * `MEMPROF_RATE` do.
+ *
+ * Digits with an optional binary suffix: `K`, `M` or `G` (also `Ki`, `KiB`, `kb` and the
+ * like, any case), from 1 byte to 2^40 bytes: "524288", "512K", "64KiB", "1M".
+ *
+ * @param text the rate as typed.
+ * @param[out] bytes the rate in bytes, on success.
+ * @return 0; `-EINVAL` for NULL arguments or a text that is not such a rate (out of range
+ *         included; `*bytes` is then unchanged).
+ *
+ * Thread-safe, async-signal-safe, callable in any state. @since 1.4
+ */
+MEMPROF_API int memprof_parse_rate(const char *text, uint64_t *bytes);
+
 /** @brief Engine states (memprof_stats::state). */
 typedef enum memprof_state {
     MEMPROF_STATE_UNINITIALIZED = 0, /**< memprof_init() not yet called. */
@@ -534,15 +594,15 @@ typedef enum memprof_view {
 
 /** @brief The peak of the estimated live heap (memprof_snapshot_peak()). */
 typedef struct memprof_peak_info {
-    size_t size;              /**< Set to sizeof(memprof_peak_info) before the call. */
-    uint64_t bytes;           /**< Estimated live bytes at the peak. */
-    uint64_t bytes_low;       /**< Lower end of the 95 % interval of `bytes`. */
-    uint64_t bytes_high;      /**< Upper end of the 95 % interval of `bytes`. */
-    uint64_t count;           /**< Estimated live allocations at the peak. */
-    uint64_t samples;         /**< Live samples at the peak. */
-    uint64_t time_ns;         /**< When: nanoseconds since sampling first started. */
-    uint64_t duration_ns;     /**< Nanoseconds from the first start to the snapshot. */
-    uint64_t allocated_bytes; /**< Estimated bytes allocated from the first start on. */
+    size_t size;                     /**< Set to sizeof(memprof_peak_info) before the call. */
+    uint64_t bytes;                  /**< Estimated live bytes at the peak. */
+    uint64_t bytes_low;              /**< Lower end of the 95 % interval of `bytes`. */
+    uint64_t bytes_high;             /**< Upper end of the 95 % interval of `bytes`. */
+    uint64_t count;                  /**< Estimated live allocations at the peak. */
+    uint64_t samples;                /**< Live samples at the peak. */
+    uint64_t time_ns;                /**< When: nanoseconds since sampling first started. */
+    uint64_t duration_ns;            /**< Nanoseconds from the first start to the snapshot. */
+    uint64_t allocated_bytes;        /**< Estimated bytes allocated from the first start on. */
     uint64_t temporary_threshold_ns; /**< The threshold the temporary view used. */
 } memprof_peak_info;
 

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Parsing of switches, sampling rates and signal names, and path-template expansion
- * (values.h).
+ * Parsing of switches, sampling rates and signal names, path-template expansion (values.h),
+ * and the one table of output formats, public through memprof_format_from_name(),
+ * memprof_format_name(), memprof_format_extension(), memprof_format_from_path() and
+ * memprof_parse_rate() (memprof.h).
  */
 #define _GNU_SOURCE
 #include "api/values.h"
@@ -51,6 +53,30 @@ const char *memprof__format_extension(memprof_format f)
         if (formats[i].format == f)
             return formats[i].ext[0];
     return "";
+}
+
+int memprof_format_from_name(const char *name)
+{
+    memprof_format f = memprof__format_by_name(name);
+    return f == MEMPROF_FORMAT_AUTO ? -EINVAL : (int)f;
+}
+
+const char *memprof_format_name(memprof_format format)
+{
+    return format == MEMPROF_FORMAT_AUTO || !*memprof__format_extension(format)
+               ? NULL
+               : memprof__format_name(format);
+}
+
+const char *memprof_format_extension(memprof_format format)
+{
+    const char *ext = memprof__format_extension(format);
+    return *ext ? ext : NULL;
+}
+
+int memprof_format_from_path(const char *path)
+{
+    return path ? (int)memprof__format_by_path(path) : -EINVAL;
 }
 
 memprof_format memprof__format_by_path(const char *path)
@@ -134,6 +160,15 @@ uint64_t memprof__parse_rate(const char *v)
     if (*end || n == 0 || n > (MEMPROF_MAX_RATE >> shift))
         return 0;
     return (uint64_t)n << shift;
+}
+
+int memprof_parse_rate(const char *text, uint64_t *bytes)
+{
+    uint64_t r = bytes ? memprof__parse_rate(text) : 0;
+    if (!r)
+        return -EINVAL;
+    *bytes = r;
+    return 0;
 }
 
 static const struct {

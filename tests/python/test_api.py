@@ -57,12 +57,22 @@ def test_bad_rate_is_value_error(bad):
 
 
 @in_process
+def test_format_tables_come_from_the_library():
+    assert memprof.FORMATS == {"pprof": 1, "speedscope": 2, "collapsed": 3, "text": 4, "html": 5}
+    assert _api.EXTENSIONS["pprof"] == ".pb.gz" and _api.EXTENSIONS["collapsed"] == ".folded"
+    assert _cli._format_from_path("x.collapsed") == "collapsed"
+    assert _cli._format_from_path("x.htm") == "html"
+    assert _cli._format_from_path("x.bin") is None
+
+
+@in_process
 def test_cli_rate_parsing():
     assert _cli.parse_rate("65536") == 65536
     assert _cli.parse_rate("64K") == 65536
     assert _cli.parse_rate("1m") == 1 << 20
     assert _cli.parse_rate("2G") == 2 << 30
-    for bad in ["", "0", "x", "1T", "-5", str((1 << 40) + 1)]:
+    assert _cli.parse_rate("64KiB") == 65536  # the library's grammar, as memprof run -r
+    for bad in ["", "0", "x", "1T", "-5", "1.5M", str((1 << 40) + 1)]:
         with pytest.raises(_cli.UsageError):
             _cli.parse_rate(bad)
 

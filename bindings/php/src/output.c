@@ -18,21 +18,17 @@
 
 #include <main/php_streams.h>
 
-static const struct {
-    const char *name;
-    memprof_format format;
-} formats[] = {
-    {"pprof", MEMPROF_FORMAT_PPROF},         {"speedscope", MEMPROF_FORMAT_SPEEDSCOPE},
-    {"collapsed", MEMPROF_FORMAT_COLLAPSED}, {"text", MEMPROF_FORMAT_TEXT},
-    {"html", MEMPROF_FORMAT_HTML},
-};
-
 int mpphp_format_from_name(const char *name, size_t len)
 {
-    for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
-        if (strlen(formats[i].name) == len && memcmp(formats[i].name, name, len) == 0)
-            return (int)formats[i].format;
-    return -1;
+    /* The library's one table of names (memprof_format_from_name()); PHP strings are
+     * counted, not terminated. */
+    char z[16];
+    if (len >= sizeof z || memchr(name, 0, len))
+        return -1;
+    memcpy(z, name, len);
+    z[len] = 0;
+    int f = memprof_format_from_name(z);
+    return f > 0 ? f : -1;
 }
 
 int mpphp_write_file(const char *path, memprof_format format)

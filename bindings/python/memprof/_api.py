@@ -53,23 +53,12 @@ __all__ = [
     "stop",
 ]
 
-#: Output formats accepted by HeapSnapshot.save() (doc/architecture.md, Decisions: Format names).
-FORMATS: Dict[str, int] = {
-    "pprof": _c.FORMAT_PPROF,
-    "speedscope": _c.FORMAT_SPEEDSCOPE,
-    "collapsed": _c.FORMAT_COLLAPSED,
-    "text": _c.FORMAT_TEXT,
-    "html": _c.FORMAT_HTML,
-}
+#: Output formats accepted by HeapSnapshot.save(), by name (doc/architecture.md, Decisions:
+#: Format names): the library's own table (memprof_format_name()).
+FORMATS: Dict[str, int] = dict(_c.FORMATS)
 
-#: The file extension written for each format (the first one is the default).
-EXTENSIONS: Dict[str, Tuple[str, ...]] = {
-    "pprof": (".pb.gz", ".pprof"),
-    "speedscope": (".json",),
-    "collapsed": (".folded", ".collapsed"),
-    "text": (".txt",),
-    "html": (".html",),
-}
+#: The file extension profiles of each format are written with (memprof_format_extension()).
+EXTENSIONS: Dict[str, str] = dict(_c.EXTENSIONS)
 
 #: The views HeapSnapshot.sites() ranks call sites by (memprof.h's memprof_view): live now,
 #: allocated since sampling began, live at the peak, allocated and freed within the temporary

@@ -67,18 +67,12 @@ class UsageError(Exception):
 
 
 def parse_rate(text: str) -> int:
-    """'65536', '64K', '1M', '2G' -> bytes (1 .. 2^40), as `memprof run -r`."""
-    t = text.strip()
-    mult = 1
-    if t and t[-1] in "kKmMgG":
-        mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[t[-1].lower()]
-        t = t[:-1]
-    if not t.isdigit():
-        raise UsageError(f"invalid rate {text!r}: expected digits with an optional K, M or G")
-    value = int(t) * mult
-    if not 1 <= value <= _api._MAX_RATE_BYTES:
-        raise UsageError(f"invalid rate {text!r}: must be between 1 and 2^40 bytes")
-    return value
+    """'65536', '64K', '64KiB', '1M', '2G' -> bytes (1 .. 2^40): the library's grammar
+    (memprof_parse_rate()), the same as `memprof run -r` and MEMPROF_RATE."""
+    try:
+        return _api._c.parse_rate(text)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def _split(argv: Sequence[str]) -> Tuple[List[str], Optional[str], Optional[str], List[str]]:
@@ -199,10 +193,9 @@ def _format_bytes(n: float) -> str:
 
 
 def _format_from_path(path: str) -> Optional[str]:
-    for fmt, exts in _api.EXTENSIONS.items():
-        if path.endswith(exts):
-            return fmt
-    return None
+    """The format a path's extension names (as the library's MEMPROF_FORMAT_AUTO)."""
+    code = _api._c.format_from_path(path)
+    return next((name for name, c in _api.FORMATS.items() if c == code), None)
 
 
 def _heading(snap: _api.HeapSnapshot) -> Optional[str]:
@@ -329,7 +322,7 @@ def run(argv: Sequence[str]) -> int:
     name = module if module else os.path.basename(script)
     if name.endswith(".py"):
         name = name[:-3]
-    output = ns.output or f"memprof.{name}.%p{_api.EXTENSIONS[fmt][0]}"
+    output = ns.output or f"memprof.{name}.%p{_api.EXTENSIONS[fmt]}"
     output = output.replace("%p", str(pid))
 
     if script is not None:

@@ -619,6 +619,64 @@ static PyObject *mp_set_temporary_threshold(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(parse_rate_doc,
+             "parse_rate(text) -> int\n\n"
+             "memprof_parse_rate(): a sampling rate as `memprof run -r` reads it ('524288', "
+             "'512K', '64KiB', '1M'), in bytes; ValueError if it is not one.");
+
+static PyObject *mp_parse_rate(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *text = PyUnicode_AsUTF8(arg);
+    if (!text)
+        return NULL;
+    uint64_t bytes;
+    if (memprof_parse_rate(text, &bytes) < 0)
+        return PyErr_Format(PyExc_ValueError,
+                            "invalid rate %R: expected digits with an optional K, M or G suffix "
+                            "(KiB, MiB, GiB), 1 to 2^40 bytes",
+                            arg);
+    return PyLong_FromUnsignedLongLong(bytes);
+}
+
+PyDoc_STRVAR(format_from_path_doc,
+             "format_from_path(path) -> int\n\n"
+             "memprof_format_from_path(): the format a file name's extension names, or "
+             "FORMAT_AUTO (0) for none.");
+
+static PyObject *mp_format_from_path(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *path = PyUnicode_AsUTF8(arg);
+    if (!path)
+        return NULL;
+    return PyLong_FromLong(memprof_format_from_path(path));
+}
+
+/* FORMATS {name: code} and EXTENSIONS {name: extension}, from the library's one table. */
+static int add_format_tables(PyObject *m)
+{
+    PyObject *formats = PyDict_New(), *extensions = PyDict_New();
+    int ok = formats && extensions;
+    for (int f = 1; ok && memprof_format_name((memprof_format)f); f++) {
+        PyObject *code = PyLong_FromLong(f);
+        PyObject *ext = PyUnicode_FromString(memprof_format_extension((memprof_format)f));
+        const char *name = memprof_format_name((memprof_format)f);
+        ok = code && ext && PyDict_SetItemString(formats, name, code) == 0 &&
+             PyDict_SetItemString(extensions, name, ext) == 0;
+        Py_XDECREF(code);
+        Py_XDECREF(ext);
+    }
+    if (ok && PyModule_AddObject(m, "FORMATS", formats) == 0) {
+        formats = NULL;
+        if (PyModule_AddObject(m, "EXTENSIONS", extensions) == 0)
+            return 0;
+    }
+    Py_XDECREF(formats);
+    Py_XDECREF(extensions);
+    return -1;
+}
+
 /* ---- the module --------------------------------------------------------------------------- */
 
 static PyMethodDef module_methods[] = {
@@ -631,6 +689,8 @@ static PyMethodDef module_methods[] = {
     {"stats", mp_stats, METH_NOARGS, stats_doc},
     {"snapshot", mp_snapshot, METH_NOARGS, snapshot_doc},
     {"set_temporary_threshold", mp_set_temporary_threshold, METH_O, set_temporary_threshold_doc},
+    {"parse_rate", mp_parse_rate, METH_O, parse_rate_doc},
+    {"format_from_path", mp_format_from_path, METH_O, format_from_path_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -695,7 +755,8 @@ PyMODINIT_FUNC PyInit__memprof(void)
             return NULL;
         }
     }
-    if (PyModule_AddStringConstant(m, "LIBRARY_VERSION", memprof_version_string()) < 0) {
+    if (add_format_tables(m) < 0 ||
+        PyModule_AddStringConstant(m, "LIBRARY_VERSION", memprof_version_string()) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -437,6 +437,12 @@ void Init_memprof_ext(void)
     rb_define_const(mNative, "FORMAT_COLLAPSED", INT2NUM(MEMPROF_FORMAT_COLLAPSED));
     rb_define_const(mNative, "FORMAT_TEXT", INT2NUM(MEMPROF_FORMAT_TEXT));
     rb_define_const(mNative, "FORMAT_HTML", INT2NUM(MEMPROF_FORMAT_HTML));
+    /* Every format by name, from the library's one table (memprof_format_name()). */
+    VALUE formats = rb_hash_new();
+    for (int f = 1; memprof_format_name((memprof_format)f); f++)
+        rb_hash_aset(formats, ID2SYM(rb_intern(memprof_format_name((memprof_format)f))),
+                     INT2NUM(f));
+    rb_define_const(mNative, "FORMATS", rb_obj_freeze(formats));
     rb_define_const(mNative, "FRAME_INLINED", UINT2NUM(MEMPROF_FRAME_INLINED));
     rb_define_const(mNative, "FRAME_RUNTIME", UINT2NUM(MEMPROF_FRAME_RUNTIME));
     rb_define_const(mNative, "FRAME_UNRESOLVED", UINT2NUM(MEMPROF_FRAME_UNRESOLVED));

@@ -131,14 +131,8 @@ module Memprof
       leaks: Native::VIEW_LEAKS
     }.freeze
 
-    # Output formats of #save, by name (as everywhere in libmemprof).
-    FORMATS = {
-      pprof: Native::FORMAT_PPROF,
-      speedscope: Native::FORMAT_SPEEDSCOPE,
-      collapsed: Native::FORMAT_COLLAPSED,
-      text: Native::FORMAT_TEXT,
-      html: Native::FORMAT_HTML
-    }.freeze
+    # Output formats of #save, by name: the library's own table (memprof_format_name()).
+    FORMATS = Native::FORMATS
 
     # Native allocator entry points and wrappers: never "the allocator" of a site.
     ALLOCATOR_FUNCTIONS = /\A(?:malloc|calloc|realloc|reallocarray|free|posix_memalign|
