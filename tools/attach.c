@@ -296,6 +296,132 @@ static bool choose_library(pid_t pid, const char *comm, char *out, bool *loaded,
     return true;
 }
 
+/* ---- CPython -------------------------------------------------------------------------------- */
+
+/* memprof run's Python bootstrap (bindings/python/bootstrap/sitecustomize.py), found where
+ * memprof run finds it (runtimes.c): beside this command's installation, or in its build
+ * tree. Its _join() knows where the binding is and loads the one of the running version. */
+static bool find_python_bootstrap(char *out)
+{
+    char exe[PATH_MAX], path[PATH_MAX * 2];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(path, sizeof path, "%s/%s/python/sitecustomize.py", exe,
+                     MEMPROF_RUNTIMES_FROM_BINDIR);
+            if (is_file(path) && realpath(path, out))
+                return true;
+            snprintf(path, sizeof path, "%s/%s/meson-info", exe, MEMPROF_BUILD_ROOT_FROM_BUILD);
+            struct stat st;
+            if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+                snprintf(path, sizeof path, "%s/%s/python/bootstrap/sitecustomize.py", exe,
+                         MEMPROF_BINDINGS_FROM_BUILD);
+                if (is_file(path) && realpath(path, out))
+                    return true;
+            }
+        }
+    }
+    snprintf(path, sizeof path, "%s/python/sitecustomize.py", MEMPROF_RUNTIMES_INSTALLED);
+    return is_file(path) && realpath(path, out);
+}
+
+/* The code memprof__attach_python() runs in the interpreter: the bootstrap's definitions
+ * without its actions (it would act as a sitecustomize), then its _join(), with what it says
+ * kept out of the program's stderr; the outcome goes to sys._memprof_attach_state (1 joined,
+ * -ENOENT no binding for this version, -EIO another failure). In a fresh namespace, so the
+ * program's __main__ is not touched. */
+static const char python_join_code[] =
+    "exec('''\n"
+    "import ast, sys\n"
+    "said = []\n"
+    "try:\n"
+    "    with open(boot) as f:\n"
+    "        tree = ast.parse(f.read(), boot)\n"
+    "    kinds = (ast.Import, ast.ImportFrom, ast.Assign, ast.FunctionDef)\n"
+    "    tree.body = [n for n in tree.body if isinstance(n, kinds)]\n"
+    "    ns = {'__file__': boot, '__name__': 'memprof_attach_bootstrap'}\n"
+    "    exec(compile(tree, boot, 'exec'), ns)\n"
+    "    ns['_say'] = said.append\n"
+    "    ns['_join']()\n"
+    "    missing = any('no Python binding' in m for m in said)\n"
+    "    sys._memprof_attach_state = -%d if missing else (-%d if said else 1)\n"
+    "except Exception:\n"
+    "    sys._memprof_attach_state = -%d\n"
+    "''', {'boot': '%s'})\n";
+
+/* Whether the process looks like CPython: its program is python*, or libpython is mapped. */
+static bool has_python(pid_t pid)
+{
+    char path[64], exe[PATH_MAX];
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(path, exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        const char *b = strrchr(exe, '/');
+        if (!strncmp(b ? b + 1 : exe, "python", 6))
+            return true;
+    }
+    struct target_map *maps;
+    ssize_t nm = memprof_target_maps(pid, &maps);
+    uintptr_t base;
+    bool lib = nm > 0 && memprof_target_object(maps, (size_t)nm, "libpython", &base);
+    if (nm > 0)
+        free(maps);
+    return lib;
+}
+
+/* In a CPython process, has the Python binding join the profile (Python frames and the PyMem
+ * hooks, as under `python3 -m memprof run`), and says how that went. Nothing in another
+ * process. The join runs when the main thread next runs Python code: waited for a while. */
+static void join_python(pid_t pid, const char *comm, const char *library, bool handover)
+{
+    char boot[PATH_MAX], code[sizeof python_join_code + PATH_MAX + 32], err[512];
+    struct inject_result r;
+    if (handover || !find_python_bootstrap(boot) || strpbrk(boot, "'\\\n")) {
+        /* Still tell a Python process why its frames are missing. */
+        if (has_python(pid))
+            memprof_cli_error("%s (pid %d): no Python frames (%s)", comm, (int)pid,
+                              handover ? "the Python binding is not handed over to another "
+                                         "mount namespace"
+                                       : "no Python bootstrap found beside this command");
+        return;
+    }
+    snprintf(code, sizeof code, python_join_code, ENOENT, EIO, EIO, boot);
+    if (memprof_inject_call(pid, library, "memprof__attach_python", code, &r, err, sizeof err) ||
+        r.value == -ENOENT)
+        return; /* not CPython (or not initialised) */
+    if (r.value < 0) {
+        memprof_cli_error("%s (pid %d): no Python frames (the interpreter's queue of pending "
+                          "calls is full)",
+                          comm, (int)pid);
+        return;
+    }
+    long state = 0;
+    for (unsigned i = 0; i < 20 && state == 0; i++) {
+        usleep(100 * 1000);
+        if (memprof_inject_call(pid, library, "memprof__attach_python", "", &r, err, sizeof err))
+            return;
+        state = r.value;
+    }
+    if (state == 1)
+        memprof_cli_error("%s (pid %d): Python frames on (the Python binding joined the profile)",
+                          comm, (int)pid);
+    else if (state == -ENOENT)
+        memprof_cli_error("%s (pid %d): no Python frames (no Python binding for its version; "
+                          "install python3-memprof for it)",
+                          comm, (int)pid);
+    else if (state < 0)
+        memprof_cli_error("%s (pid %d): no Python frames (the Python binding failed to load)", comm,
+                          (int)pid);
+    else
+        memprof_cli_error("%s (pid %d): Python frames from when its main thread next runs Python "
+                          "code (it has not for 2 s)",
+                          comm, (int)pid);
+}
+
 /* ---- running the calls ----------------------------------------------------------------------- */
 
 static void read_comm(pid_t pid, char *comm, size_t size)
@@ -656,6 +782,7 @@ static int attach(const struct attach_options *o)
                                  : "",
                       rate, (int)res.tid, (double)res.away_ns / 1e6,
                       res.in_syscall ? ", its system call restarted" : "");
+    join_python(o->pid, comm, library, handover);
     if (o->no_wait) {
         memprof_cli_error("stop it and write %s with: memprof attach --stop %d", out, (int)o->pid);
         return CLI_EXIT_OK;

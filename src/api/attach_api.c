@@ -10,10 +10,17 @@
  * command's way: symbolizing a large program takes seconds) whose result
  * memprof__attach_result() gives afterwards. The configuration is text so that an injected call
  * needs nothing but a string in the target's memory: no struct layout to agree on.
+ *
+ * In a CPython process the command then calls memprof__attach_python() with Python code that
+ * loads the Python binding and joins the profile (Python frames, the PyMem hooks). Python
+ * code may run only under the interpreter's lock, which the borrowed thread may not hold (or
+ * hold in the middle of a bytecode), so it is queued with Py_AddPendingCall(), which any
+ * thread may call: the main thread runs it at its next bytecode boundary, with the lock.
  */
 #define _GNU_SOURCE
 #include "config.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -32,6 +39,13 @@
  * background write runs. An internal entry point (MEMPROF_PRIVATE) that `memprof attach`
  * calls in the process after the writer thread ("memprof-write") has ended. */
 MEMPROF_INTERNAL int memprof__attach_result(const char *unused);
+
+/* Queues Python code (the text given) to run in the process's main interpreter thread; ""
+ * instead returns the state of the last code queued: 0 waiting for the interpreter, 1 run
+ * and joined, or the negative errno the code reported (-ENOENT: no binding for this
+ * interpreter; -EIO: it failed). Returns -ENOENT in a process without CPython, -EAGAIN if the
+ * interpreter's queue is full. MEMPROF_PRIVATE, for `memprof attach`. */
+MEMPROF_INTERNAL int memprof__attach_python(const char *code);
 
 #define ATTACH_DEFAULT_OUTPUT "memprof.%p.pb.gz"
 #define ATTACH_MAX_INTERVAL   86400
@@ -262,4 +276,62 @@ int memprof_attach_stop(const char *config)
     }
     pthread_mutex_unlock(&lock);
     return rc;
+}
+
+/* ---- CPython ------------------------------------------------------------------------------- */
+
+/* The code queued and its state (memprof__attach_python()). A lock of their own: the code runs
+ * with the interpreter's lock held, and must not wait for a stop's write. */
+static pthread_mutex_t python_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *python_code;
+static int python_state;
+
+/* The CPython functions used, by name: the library does not link libpython. */
+typedef int (*py_pending_fn)(int (*)(void *), void *);
+typedef int (*py_run_fn)(const char *, void *);
+typedef void *(*py_sys_get_fn)(const char *);
+typedef int (*py_sys_set_fn)(const char *, void *);
+typedef long (*py_long_fn)(void *);
+typedef int (*py_initialized_fn)(void);
+
+/* Runs the code queued, in the main thread with the interpreter's lock (a pending call).
+ * The code never raises (it would be printed in the program's stderr); it leaves its result
+ * in sys._memprof_attach_state, read and removed here. */
+static int python_join(void *arg)
+{
+    (void)arg;
+    py_run_fn run = (py_run_fn)dlsym(RTLD_DEFAULT, "PyRun_SimpleStringFlags");
+    py_sys_get_fn get = (py_sys_get_fn)dlsym(RTLD_DEFAULT, "PySys_GetObject");
+    py_sys_set_fn set = (py_sys_set_fn)dlsym(RTLD_DEFAULT, "PySys_SetObject");
+    py_long_fn as_long = (py_long_fn)dlsym(RTLD_DEFAULT, "PyLong_AsLong");
+    int state = -EIO;
+    pthread_mutex_lock(&python_lock);
+    if (run && get && set && as_long && python_code && run(python_code, NULL) == 0) {
+        void *v = get("_memprof_attach_state");
+        if (v)
+            state = (int)as_long(v);
+        set("_memprof_attach_state", NULL);
+    }
+    __atomic_store_n(&python_state, state, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&python_lock);
+    return 0;
+}
+
+int memprof__attach_python(const char *code)
+{
+    if (!code || !code[0])
+        return __atomic_load_n(&python_state, __ATOMIC_ACQUIRE);
+    py_pending_fn pending = (py_pending_fn)dlsym(RTLD_DEFAULT, "Py_AddPendingCall");
+    py_initialized_fn initialized = (py_initialized_fn)dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+    if (!pending || !initialized || !initialized())
+        return -ENOENT;
+    char *copy = strdup(code);
+    if (!copy)
+        return -ENOMEM;
+    pthread_mutex_lock(&python_lock);
+    free(python_code);
+    python_code = copy;
+    __atomic_store_n(&python_state, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&python_lock);
+    return pending(python_join, NULL) == 0 ? 0 : -EAGAIN;
 }

@@ -31,6 +31,9 @@ Cases:
                 and its dependencies are handed over as memory files, the profile comes back
                 to a path outside that root, no memory file stays open, a second attach
                 reuses the library
+  python        a CPython target (python_target.py, the interpreter the binding is built for):
+                the attach has the binding join the profile, and the summary names the
+                Python function that allocates
   accuracy      a target turning 200 MiB over each second, attached for 5 s at 64 KiB: the
                 estimated live heap is within 10 % of 200 MiB
 Exit 77 (skipped) where this process may not ptrace its children.
@@ -449,6 +452,23 @@ def case_container(args, tmp):
         t.end()
 
 
+def case_python(args, tmp):
+    if not args.python:
+        print("SKIP: no Python binding in this build")
+        sys.exit(SKIP)
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "python_target.py")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    t = Target(None, None, env=env, argv=[args.python, script])
+    try:
+        _, err = attach(args, "-d", "2", "-r", "64K", "-o", os.path.join(tmp, "py.pb.gz"),
+                        str(t.pid))
+        if "Python frames on" not in err or "python_alloc_site" not in err:
+            fail("no Python frames in the profile:\n" + err)
+        t.check_running()
+    finally:
+        t.end()
+
+
 def case_accuracy(args, tmp):
     t = Target(args.target, "churn200")
     try:
@@ -473,6 +493,7 @@ def main():
     ap.add_argument("--plugin")
     ap.add_argument("--inject")
     ap.add_argument("--probe")
+    ap.add_argument("--python")
     ap.add_argument("case")
     args = ap.parse_args()
     if args.case not in ("no-process", "static") and not can_ptrace():
@@ -485,7 +506,7 @@ def main():
              "sleep": case_sleep, "exit-during": case_exit_during,
              "exec-during": case_exec_during, "fork": case_fork,
              "exit-profiling": case_exit_profiling, "accuracy": case_accuracy,
-             "container": case_container}
+             "container": case_container, "python": case_python}
     with tempfile.TemporaryDirectory() as tmp:
         os.chmod(tmp, 0o755)
         cases[args.case](args, tmp)
