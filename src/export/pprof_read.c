@@ -1072,15 +1072,12 @@ static int thread_of(struct memprof_profile *p, const char *name, uint64_t tid, 
 
 static const char *const MARK = "";
 
-static int build(struct reader *r, size_t total_frames, struct memprof_profile **out)
+/* Copies the strings the model keeps (names, system names and files of functions, files and
+ * build ids of mappings, thread names; index 0 is "" and stays NULL) into one arena after
+ * room for `total_frames` frame indexes, and points cs[] at the copies. */
+static int copy_strings(struct reader *r, size_t total_frames, struct memprof_profile *p,
+                        const char **cs)
 {
-    int rc = -ENOMEM;
-    struct memprof_profile *p = calloc(1, sizeof *p);
-    const char **cs = alloc_array(r->nstrs, sizeof *cs);
-    if (!p || !cs)
-        goto done;
-    /* Strings worth copying: names, system names and files of functions, files and build
-     * ids of mappings (index 0 is "" and stays NULL). */
     for (size_t i = 0; i < r->nfuncs; i++)
         cs[r->funcs[i].name] = cs[r->funcs[i].system] = cs[r->funcs[i].file] = MARK;
     for (size_t i = 0; i < r->nmaps; i++)
@@ -1095,9 +1092,8 @@ static int build(struct reader *r, size_t total_frames, struct memprof_profile *
     size_t idx_bytes = total_frames * sizeof(uint32_t);
     char *arena = malloc(idx_bytes + str_bytes + 1);
     if (!arena)
-        goto done;
+        return -ENOMEM;
     p->arena = arena;
-    uint32_t *idx = (uint32_t *)(void *)arena;
     char *sp = arena + idx_bytes;
     for (size_t i = 0; i < r->nstrs; i++) {
         if (!cs[i])
@@ -1107,8 +1103,13 @@ static int build(struct reader *r, size_t total_frames, struct memprof_profile *
         cs[i] = sp;
         sp += r->strs[i].n + 1;
     }
+    return 0;
+}
 
-    /* Frames: max(nlines, 1) per location, plus one per truncated stack at most. */
+/* The model's frames: max(nlines, 1) per location (its inlined lines, innermost first), and
+ * room for one more per truncated stack. */
+static int build_frames(struct reader *r, struct memprof_profile *p, const char **cs)
+{
     size_t nframes = 0;
     for (size_t i = 0; i < r->nlocs; i++) {
         r->locs[i].first_frame = (uint32_t)nframes;
@@ -1116,9 +1117,8 @@ static int build(struct reader *r, size_t total_frames, struct memprof_profile *
     }
     size_t extra = r->ntruncated < r->nlocs ? r->ntruncated : r->nlocs;
     p->frames = alloc_array(nframes + extra, sizeof *p->frames);
-    p->stacks = alloc_array(r->nsamples, sizeof *p->stacks);
-    if (!p->frames || !p->stacks)
-        goto done;
+    if (!p->frames)
+        return -ENOMEM;
     for (size_t i = 0; i < r->nlocs; i++) {
         const struct rloc *l = &r->locs[i];
         const struct rmap *m = l->map ? &r->maps[l->map - 1] : NULL;
@@ -1162,9 +1162,56 @@ static int build(struct reader *r, size_t total_frames, struct memprof_profile *
         }
     }
     p->nframes = nframes;
+    return 0;
+}
 
-    /* Stacks, leaf first as in the file, each location expanded into its lines. */
-    uint32_t *next = idx;
+/* A sample's values and labels into its stack. */
+static void stack_values(struct memprof_pstack *st, const struct rsample *s)
+{
+    st->alloc_objects = s->value[0];
+    st->alloc_space = s->value[1];
+    st->inuse_objects = s->value[2];
+    st->inuse_space = s->value[3];
+    st->inuse_space_var = sq(s->label[L_INUSE_SPACE_SD]);
+    st->inuse_objects_var = sq(s->label[L_INUSE_OBJECTS_SD]);
+    st->live_samples = s->label[L_LIVE_SAMPLES];
+    st->alloc_samples = s->label[L_ALLOC_SAMPLES];
+    st->peak_objects = s->value[4];
+    st->peak_space = s->value[5];
+    st->temp_objects = s->value[6];
+    st->temp_space = s->value[7];
+    st->peak_samples = s->label[L_PEAK_SAMPLES];
+    st->peak_space_var = sq(s->label[L_PEAK_SPACE_SD]);
+    st->temp_samples = s->label[L_TEMP_SAMPLES];
+    st->leak_space = s->label[L_LEAK_SPACE];
+    st->leak_samples = s->label[L_LEAK_SAMPLES];
+    st->leak_rate = (double)s->label[L_LEAK_RATE];
+    st->leak_suspect = s->label[L_LEAK_SUSPECT] != 0;
+    memcpy(st->lifetimes, s->lifetimes, sizeof st->lifetimes);
+}
+
+/* Adds a stack to the whole profile's figures (used unless the comments carry them). */
+static void add_to_totals(struct memprof_profile *p, const struct memprof_pstack *st)
+{
+    p->peak_space = sat_add(p->peak_space, st->peak_space);
+    p->peak_objects = sat_add(p->peak_objects, st->peak_objects);
+    p->peak_samples = sat_add(p->peak_samples, st->peak_samples);
+    p->peak_space_var += st->peak_space_var;
+    p->inuse_space = sat_add(p->inuse_space, st->inuse_space);
+    p->inuse_objects = sat_add(p->inuse_objects, st->inuse_objects);
+    p->live_samples = sat_add(p->live_samples, st->live_samples);
+    p->inuse_space_var += st->inuse_space_var;
+    p->inuse_objects_var += st->inuse_objects_var;
+}
+
+/* The stacks, leaf first as in the file, each location expanded into its lines, their frame
+ * indexes in the arena's first part. */
+static int build_stacks(struct reader *r, struct memprof_profile *p, const char **cs)
+{
+    p->stacks = alloc_array(r->nsamples, sizeof *p->stacks);
+    if (!p->stacks)
+        return -ENOMEM;
+    uint32_t *next = (uint32_t *)(void *)p->arena;
     for (size_t i = 0; i < r->nsamples; i++) {
         const struct rsample *s = &r->samples[i];
         struct memprof_pstack *st = &p->stacks[i];
@@ -1186,48 +1233,22 @@ static int build(struct reader *r, size_t total_frames, struct memprof_profile *
             }
             next[-1] = l->truncated_frame - 1;
         }
-        st->alloc_objects = s->value[0];
-        st->alloc_space = s->value[1];
-        st->inuse_objects = s->value[2];
-        st->inuse_space = s->value[3];
-        st->inuse_space_var = sq(s->label[L_INUSE_SPACE_SD]);
-        st->inuse_objects_var = sq(s->label[L_INUSE_OBJECTS_SD]);
-        st->live_samples = s->label[L_LIVE_SAMPLES];
-        st->alloc_samples = s->label[L_ALLOC_SAMPLES];
-        st->peak_objects = s->value[4];
-        st->peak_space = s->value[5];
-        st->temp_objects = s->value[6];
-        st->temp_space = s->value[7];
-        st->peak_samples = s->label[L_PEAK_SAMPLES];
-        st->peak_space_var = sq(s->label[L_PEAK_SPACE_SD]);
-        st->temp_samples = s->label[L_TEMP_SAMPLES];
-        st->leak_space = s->label[L_LEAK_SPACE];
-        st->leak_samples = s->label[L_LEAK_SAMPLES];
-        st->leak_rate = (double)s->label[L_LEAK_RATE];
-        st->leak_suspect = s->label[L_LEAK_SUSPECT] != 0;
-        memcpy(st->lifetimes, s->lifetimes, sizeof st->lifetimes);
+        stack_values(st, s);
+        int rc;
         if (s->thread && (rc = thread_of(p, cs[s->thread], s->label[L_THREAD_ID], &st->thread)))
-            goto done;
-        rc = -ENOMEM;
-        p->peak_space = sat_add(p->peak_space, st->peak_space);
-        p->peak_objects = sat_add(p->peak_objects, st->peak_objects);
-        p->peak_samples = sat_add(p->peak_samples, st->peak_samples);
-        p->peak_space_var += st->peak_space_var;
-        /* Whole heap, used unless the comments carry it. */
-        p->inuse_space = sat_add(p->inuse_space, st->inuse_space);
-        p->inuse_objects = sat_add(p->inuse_objects, st->inuse_objects);
-        p->live_samples = sat_add(p->live_samples, st->live_samples);
-        p->inuse_space_var += st->inuse_space_var;
-        p->inuse_objects_var += st->inuse_objects_var;
+            return rc;
+        add_to_totals(p, st);
     }
     p->nstacks = r->nsamples;
-    if (sort_stacks(p) != 0)
-        goto done;
+    return sort_stacks(p) != 0 ? -ENOMEM : 0;
+}
 
-    /* Every figure comes from the samples read: a file that pprof filtered (-focus) or
-     * merged keeps the comments of the profile it came from, which no longer describe it.
-     * The comments' exact whole-heap variances (the labels carry rounded standard
-     * deviations per stack) are used only when their totals are the samples' own. */
+/* Every figure comes from the samples read: a file that pprof filtered (-focus) or merged
+ * keeps the comments of the profile it came from, which no longer describe it. The comments'
+ * exact whole-heap variances (the labels carry rounded standard deviations per stack) are
+ * used only when their totals are the samples' own. */
+static void whole_profile(const struct reader *r, struct memprof_profile *p)
+{
     bool comments_agree = r->have_total[0] && r->have_total[1] && r->have_total[2] &&
                           r->total[0] == p->inuse_space && r->total[1] == p->inuse_objects &&
                           r->total[2] == p->live_samples;
@@ -1242,12 +1263,21 @@ static int build(struct reader *r, size_t total_frames, struct memprof_profile *
     p->total_addresses = r->health[4];
     p->sampling_rate = r->period;
     p->time_unix_ns = r->time_nanos;
-    if ((rc = decode_extension(r, p)) != 0)
-        goto done;
-    *out = p;
-    p = NULL;
-    rc = 0;
-done:
+}
+
+static int build(struct reader *r, size_t total_frames, struct memprof_profile **out)
+{
+    int rc = -ENOMEM;
+    struct memprof_profile *p = calloc(1, sizeof *p);
+    const char **cs = alloc_array(r->nstrs, sizeof *cs);
+    if (p && cs && (rc = copy_strings(r, total_frames, p, cs)) == 0 &&
+        (rc = build_frames(r, p, cs)) == 0 && (rc = build_stacks(r, p, cs)) == 0) {
+        whole_profile(r, p);
+        if ((rc = decode_extension(r, p)) == 0) {
+            *out = p;
+            p = NULL;
+        }
+    }
     free(cs);
     memprof__profile_free(p);
     return rc;
