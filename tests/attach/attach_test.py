@@ -472,8 +472,9 @@ def case_python(args, tmp):
 def case_accuracy(args, tmp):
     t = Target(args.target, "churn200")
     try:
-        # 5 s at 64 KiB: ~3,200 samples live, a standard error of ~2 %; the whole working set
-        # is replaced after the first second, so all of it is in the profile.
+        # 5 s at 64 KiB: ~1,900 samples live (a 32 KiB block is sampled with probability
+        # 0.39, a 96 KiB one 0.78), a standard error of ~2.5 %; the whole working set is
+        # replaced after the first second, so all of it is in the profile.
         _, err = attach(args, "-d", "5", "-r", "64K", "-o", os.path.join(tmp, "c.pb.gz"),
                         str(t.pid))
         live = live_mib(err)
