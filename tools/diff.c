@@ -10,7 +10,7 @@
  *
  * Each site's live-byte estimate is a sum of independent per-sample terms, so the estimates
  * from two profiles are independent and the variance of their difference is the sum of the
- * two variances (core/estimate.h explains the estimator). The change's 95 % interval is then
+ * two variances (common/estimate.h explains the estimator). The change's 95 % interval is then
  * change +/- 1.96 sqrt(var_base + var_new), by the same normal approximation the text
  * writer uses; a change whose interval contains 0 is marked "within sampling noise". The
  * profiles may have been taken at different sampling rates: the estimates are unbiased at

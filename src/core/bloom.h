@@ -44,7 +44,7 @@
 
 #include "common/atomic.h"
 #include "common/compiler.h"
-#include "core/hash.h"
+#include "common/hash.h"
 
 struct memprof_bloom_filter {
     _Atomic uint64_t *words;

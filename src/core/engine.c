@@ -17,7 +17,7 @@
 #include "common/atomic.h"
 #include "core/capture.h"
 #include "core/coldstack.h"
-#include "core/estimate.h"
+#include "common/estimate.h"
 #include "core/platform.h"
 #include "core/sandbox.h"
 #include "core/sources.h"

@@ -9,7 +9,7 @@
 #include <errno.h>
 
 #include "common/atomic.h"
-#include "core/hash.h"
+#include "common/hash.h"
 #include "core/platform.h"
 
 /* ---- segment geometry ------------------------------------------------------------------ */

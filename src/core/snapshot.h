@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/estimate.h"
+#include "common/estimate.h"
 #include "core/history.h"
 #include "core/leaks.h"
 #include "core/stacktab.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "common/atomic.h"
-#include "core/hash.h"
+#include "common/hash.h"
 #include "core/platform.h"
 
 /* Average frames per stack the arena is sized for; deeper stacks just fill it sooner. */

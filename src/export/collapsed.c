@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/hash.h"
+#include "common/hash.h"
 #include "export/export.h"
 
 /* Separators inside a label would split or end the frame: replace them. */

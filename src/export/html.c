@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/estimate.h"
+#include "common/estimate.h"
 #include "export/export.h"
 #include "export/json.h"
 #include "memprof/memprof.h"

@@ -7,7 +7,7 @@
  * sample count instead, and say when an estimate rests on little information by looking at
  * its variance rather than its sample count (blocks far above R are estimated exactly from
  * one sample each). Pure arithmetic on an estimate, its variance and its sample count (the
- * sums of src/core/estimate.h), so writers, readers and the API share it; no dependency on
+ * sums of src/common/estimate.h), so writers, readers and the API share it; no dependency on
  * the engine or the symbolizer.
  */
 #ifndef MEMPROF_EXPORT_INTERVAL_H

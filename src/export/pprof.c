@@ -81,7 +81,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/hash.h"
+#include "common/hash.h"
 #include "export/protobuf.h"
 #include "export/zlib_load.h"
 #include "memprof/memprof.h"

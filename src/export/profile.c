@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/hash.h"
+#include "common/hash.h"
 #include "core/snapshot.h"
 #include "resolve/stacks.h"
 #include "resolve/symbols.h"

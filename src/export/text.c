@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/estimate.h"
+#include "common/estimate.h"
 #include "export/export.h"
 #include "export/interval.h"
 #include "memprof/memprof.h"

@@ -22,7 +22,7 @@
 #include <elfutils/libdwfl.h>
 #endif
 
-#include "core/hash.h"
+#include "common/hash.h"
 #include "resolve/debugfind.h"
 #include "resolve/demangle.h"
 

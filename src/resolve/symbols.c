@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/hash.h"
+#include "common/hash.h"
 #include "resolve/strpool.h"
 #include "resolve/symbolizer.h"
 

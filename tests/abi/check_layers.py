@@ -31,22 +31,15 @@ FORBIDDEN = {
 # (file, included header): what still crosses a boundary, and why.
 EXCEPTIONS = {
     # The snapshot-to-profile conversion still lives in export/ (it belongs in api/).
-    ("src/export/profile.c", "core/hash.h"),
     ("src/export/profile.c", "core/snapshot.h"),
     ("src/export/profile.c", "resolve/stacks.h"),
     ("src/export/profile.c", "resolve/symbols.h"),
-    # The writers' shared hash and interval helpers are core's.
-    ("src/export/collapsed.c", "core/hash.h"),
-    ("src/export/pprof.c", "core/hash.h"),
-    ("src/export/html.c", "core/estimate.h"),
-    ("src/export/text.c", "core/estimate.h"),
     # Offline symbolization of a profile reads debug info through resolve/.
     ("src/export/symbolize.h", "resolve/offline.h"),
-    # The command's rate limit and demangler; the eBPF mode's estimates and Rust names.
+    # The command's rate limit and demangler; the eBPF mode's Rust names.
     ("tools/common.c", "core/engine.h"),
     ("tools/common.c", "resolve/demangle.h"),
     ("tools/ebpf/elfscan.c", "resolve/demangle.h"),
-    ("tools/ebpf/record.c", "core/estimate.h"),
     # The plugin's configuration turns in-process symbolization off (MEMPROF_SYMBOLIZE=0).
     ("src/interpose/preload_env.c", "resolve/symbols.h"),
 }

@@ -31,7 +31,7 @@
 
 #include "config.h"
 #include "core/engine.h"
-#include "core/estimate.h"
+#include "common/estimate.h"
 #include "memprof/memprof.h"
 #include "test.h"
 #include "../keep_frame.h"

@@ -22,7 +22,7 @@
  */
 #include <math.h>
 
-#include "core/estimate.h"
+#include "common/estimate.h"
 #include "export/interval.h"
 #include "test.h"
 

@@ -16,7 +16,7 @@
 
 #include "config.h"
 #include "core/engine.h"
-#include "core/estimate.h"
+#include "common/estimate.h"
 #include "core/snapshot.h"
 #include "export/interval.h"
 #include "memprof/memprof.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Statistical tests of the estimator (src/core/estimate.h) driven by the real sampler
+ * Statistical tests of the estimator (src/common/estimate.h) driven by the real sampler
  * (src/core/sampler.h): allocation streams with a known truth are sampled with the engine's
  * countdown logic and draws, the samples are weighted with memprof__est_add(), and over many
  * fixed seeds (so every run is identical) the mean estimate must be within 1 % of the truth
@@ -12,7 +12,7 @@
  */
 #include <math.h>
 
-#include "core/estimate.h"
+#include "common/estimate.h"
 #include "core/sampler.h"
 #include "test.h"
 

@@ -3,7 +3,7 @@
  * The bookkeeping of record.h. Everything is keyed the way the library keys it: a stack is
  * its frames plus the thread that allocated (pprof keeps one sample per thread; the views
  * merge threads per site), a sample is its serial number, never its address, which the
- * allocator hands out again. Estimates are the library's (core/estimate.h): a sample of s
+ * allocator hands out again. Estimates are the library's (common/estimate.h): a sample of s
  * bytes weighs s / p(s) bytes and 1 / p(s) allocations, p(s) = 1 - exp(-s/R). The live
  * figures of the profile are summed afresh from the live samples at the end, so rounding
  * in the running sums (used only to find the peak) never reaches them.
@@ -19,7 +19,7 @@
 #include <time.h>
 
 #include "common/lifetime.h"
-#include "core/estimate.h"
+#include "common/estimate.h"
 #include "memprof/memprof.h"
 
 #define MAX_SERIES         1024

@@ -4,7 +4,7 @@
  * that every writer, the summary and `memprof report` treat it as any other profile
  * (record.c). It takes the program's records (events.h) one by one: a sampled allocation
  * with its stack and thread, the free of a sample. It keeps the live samples, the
- * per-site estimates with the library's weights (core/estimate.h), the recorded peak, the
+ * per-site estimates with the library's weights (common/estimate.h), the recorded peak, the
  * heap over time, the short-lived allocations and the lifetimes of freed samples; frames
  * are left unresolved (module, build id, load bias, address) for the offline symbolizer.
  */

@@ -4,8 +4,8 @@
  * low bits and cluster in a few regions, so they are always passed through a full 64-bit
  * finaliser before being reduced to a table index.
  */
-#ifndef MEMPROF_CORE_HASH_H
-#define MEMPROF_CORE_HASH_H
+#ifndef MEMPROF_COMMON_HASH_H
+#define MEMPROF_COMMON_HASH_H
 
 #include <stdint.h>
 

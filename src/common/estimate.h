@@ -11,8 +11,8 @@
  * samples is sum s^2 (1-p)/p^2 (and (1-p)/p^2 for counts). Intervals use the normal
  * approximation, est +/- 1.96 sd, which is sound from about 100 samples on.
  */
-#ifndef MEMPROF_CORE_ESTIMATE_H
-#define MEMPROF_CORE_ESTIMATE_H
+#ifndef MEMPROF_COMMON_ESTIMATE_H
+#define MEMPROF_COMMON_ESTIMATE_H
 
 #include <math.h>
 #include <stdint.h>
