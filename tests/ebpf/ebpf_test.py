@@ -17,6 +17,9 @@ Cases:
   no-privilege     without capabilities (setpriv), --ebpf says so in one line, exit 3
   formats          every writer takes the profile of this mode (text, collapsed,
                    speedscope, html, pprof read back by memprof report)
+  drops            a live map of 16 entries (MEMPROF_EBPF_LIVE_MAP) for a program holding
+                   hundreds of samples: the samples lost are counted on the eBPF line and in
+                   the profile's health
   sampling-law     100,000 allocations of 4 KiB at 512 KiB: the kernel samples about
                    N (1 - exp(-s/R)) of them (within 6 standard deviations), the library's law
 """
@@ -233,6 +236,22 @@ def case_formats(args, tmp):
             fail(f"{fmt}: {probe!r} not in {out}")
 
 
+def case_drops(args, tmp):
+    out = os.path.join(tmp, "drops.txt")
+    env = dict(os.environ, MEMPROF_EBPF_LIVE_MAP="16")
+    r = subprocess.run([args.memprof, "run", "--ebpf", "-r", RATE, "-o", out, "--",
+                        args.static], capture_output=True, text=True, timeout=120, env=env)
+    if r.returncode != 0:
+        fail(f"memprof run --ebpf: exit {r.returncode}: {r.stderr}")
+    m = re.search(r"eBPF drops: (\d+) samples lost \(live map full (\d+)", r.stderr)
+    if not m or int(m.group(2)) == 0:
+        fail("no samples lost to the full live map on the eBPF drops line:\n" + r.stderr)
+    h = re.search(r"Health: (\d+) samples dropped", read(out))
+    if not h or int(h.group(1)) != int(m.group(1)):
+        fail(f"the profile's health does not count the {m.group(1)} samples lost:\n" + read(out))
+    print(f"{m.group(1)} samples lost, in the health line too")
+
+
 def case_sampling_law(args, tmp):
     n, size, rate = 100000, 4096, 512 << 10
     out = os.path.join(tmp, "law.txt")
@@ -263,6 +282,7 @@ CASES = {
     "mount-namespace": (case_mount_namespace, "static"),
     "no-privilege": (case_no_privilege, None),
     "formats": (case_formats, "static"),
+    "drops": (case_drops, "static"),
     "sampling-law": (case_sampling_law, "fixed"),
 }
 

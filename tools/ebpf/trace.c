@@ -79,7 +79,15 @@ int memprof__ebpf_trace_start(const char *cmd, pid_t pid, uint64_t rate,
     }
     t->pid = pid;
     t->rate = rate;
-    int err = memprof__ebpf_session_open(pid, rate, LIVE_ENTRIES, &t->session);
+    /* MEMPROF_EBPF_LIVE_MAP: another size of the kernel's live map (tests fill it). */
+    const char *live_env = getenv("MEMPROF_EBPF_LIVE_MAP");
+    unsigned long live = LIVE_ENTRIES;
+    if (live_env && (!memprof_cli_parse_uint(live_env, 1ul << 24, &live) || live == 0)) {
+        memprof_cli_error("MEMPROF_EBPF_LIVE_MAP='%s': expected entries from 1 to 2^24", live_env);
+        free(t);
+        return CLI_EXIT_USAGE;
+    }
+    int err = memprof__ebpf_session_open(pid, rate, (uint32_t)live, &t->session);
     if (err == -EPERM || err == -ENOSYS || err == -EINVAL) {
         memprof_cli_error("%s --ebpf: this process may not load BPF programs (%s): run it as "
                           "root, or with CAP_BPF and CAP_PERFMON",
