@@ -26,7 +26,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "core/engine.h" /* MEMPROF_MAX_RATE */
 #include "export/pprof.h"
 #include "resolve/demangle.h"
 

@@ -36,8 +36,7 @@ EXCEPTIONS = {
     ("src/export/profile.c", "resolve/symbols.h"),
     # Offline symbolization of a profile reads debug info through resolve/.
     ("src/export/symbolize.h", "resolve/offline.h"),
-    # The command's rate limit and demangler; the eBPF mode's Rust names.
-    ("tools/common.c", "core/engine.h"),
+    # The command demangles the names of profiles read back, and the eBPF mode Rust's.
     ("tools/common.c", "resolve/demangle.h"),
     ("tools/ebpf/elfscan.c", "resolve/demangle.h"),
     # The plugin's configuration turns in-process symbolization off (MEMPROF_SYMBOLIZE=0).
