@@ -439,6 +439,9 @@ def cmd_installed(a):
         libdirs = [f[2:] for f in flags if f.startswith("-L")]
         check(libdirs and all(d.startswith(dest) for d in libdirs),
               "the -L flags do not point into the installed tree: %s" % flags)
+        # The library loads its symbolizer from <libdir>/memprof (src/resolve/symbolizer.h).
+        module = os.path.join(libdirs[0], "memprof", "libmemprof-symbolize.so")
+        check(os.path.exists(module), "no symbolizer module at %s" % module[len(dest):])
         exe = os.path.join(tmp, "consumer")
         p = run([cc, "-Wall", "-Wextra", "-Werror", "-o", exe, a.consumer] + flags, env)
         show("cc consumer.c $(pkg-config --cflags --libs memprof)", p)
@@ -477,6 +480,64 @@ def cmd_installed(a):
             check(vals.get("init") == "0", "memprof_init(65536) failed")
             check(vals.get("stats") == "0 rate=65536 state=1",
                   "expected rate 65536 in state INITIALIZED")
+
+
+# Loaded only when first needed (src/resolve/symbolizer.h, export/zlib_load.h,
+# core/capture.c): libmemprof-symbolize.so with libdw, libelf and their compression
+# libraries; zlib; libunwind, which only a glibc without _dl_find_object() needs.
+LAZY_OBJECT = re.compile(r"^(libmemprof-symbolize|libdw|libelf|libz|liblzma|libbz2|libzstd"
+                         r"|libunwind)[.-]")
+
+
+def glibc_has_dl_find_object():
+    import ctypes
+    try:
+        ctypes.CDLL(None)._dl_find_object
+        return True
+    except AttributeError:
+        return False
+
+
+def cmd_startup(a):
+    """The program under the plugin (--via plugin) or under `memprof run` (--via run), at
+    the default settings: with --check maps, which objects were mapped before main; with
+    --check names, whether the exit-time profile names the program's site with its file
+    and line, which only the symbolizer module (libdw) knows."""
+    with tempfile.TemporaryDirectory(prefix="memprof-startup-") as tmp:
+        prof = os.path.join(tmp, "prof.txt" if a.via == "plugin" else "prof.pb.gz")
+        if a.via == "plugin":
+            extra = {"LD_PRELOAD": a.preload}
+            if a.check == "names":
+                extra["MEMPROF_OUTPUT"] = prof
+            p = run([a.program], clean_env(extra), cwd=tmp)
+        else:
+            p = run([a.memprof, "run", "-q", "-o", prof, "--", a.program], clean_env(), cwd=tmp)
+        show(os.path.basename(a.program), p)
+        check(p.returncode == 0, "the program failed under the profiler")
+        mapped = [ln[7:] for ln in p.stdout.decode().splitlines() if ln.startswith("mapped=")]
+        check(mapped, "the program printed no mapped objects")
+        check(any(os.path.basename(m) == "libmemprof-preload.so" for m in mapped),
+              "the plugin is not mapped: %s" % mapped)
+        if a.check == "maps":
+            print("mapped at main: %s" % " ".join(os.path.basename(m) for m in mapped))
+            lazy = [m for m in mapped if LAZY_OBJECT.match(os.path.basename(m))]
+            if not glibc_has_dl_find_object():
+                lazy = [m for m in lazy if not os.path.basename(m).startswith(
+                    ("libunwind", "liblzma"))]
+            check(not lazy, "mapped before main although only symbolizing or writing needs "
+                  "them: %s" % lazy)
+            return 0
+        check(os.path.exists(prof), "no profile written (found %s)" % os.listdir(tmp))
+        if a.via == "run":
+            r = run([a.memprof, "report", prof], clean_env())
+            show("memprof report", r)
+            check(r.returncode == 0, "memprof report failed")
+            text = r.stdout.decode(errors="replace")
+        else:
+            text = open(prof, errors="replace").read()
+        print(text[:3000])
+        check(re.search(r"at itest_startup_site \(\S*startup_maps\.c:\d+\)", text),
+              "the profile does not name itest_startup_site with startup_maps.c:<line>")
 
 
 def main():
@@ -543,6 +604,14 @@ def main():
     s.add_argument("--version", required=True)
     s.add_argument("--with-preload", action="store_true")
     s.set_defaults(func=cmd_installed)
+
+    s = sub.add_parser("startup")
+    s.add_argument("--preload", required=True)
+    s.add_argument("--memprof", required=True)
+    s.add_argument("--program", required=True)
+    s.add_argument("--via", choices=("plugin", "run"), required=True)
+    s.add_argument("--check", choices=("maps", "names"), required=True)
+    s.set_defaults(func=cmd_startup)
 
     a = ap.parse_args()
     try:
