@@ -44,6 +44,11 @@ MEMPROF_INTERNAL int memprof__snapshot_write_how(const memprof_snapshot *snapsho
                                                  memprof_format format,
                                                  const struct memprof_output *how);
 
+/* Whether profiles this process writes carry function names, files and lines (the default)
+ * or addresses with their modules' mappings and build ids only, for `memprof report
+ * --symbolize` to name later (the plugin's MEMPROF_SYMBOLIZE=0). */
+MEMPROF_INTERNAL void memprof__snapshot_write_names(bool on);
+
 /* Whether `path` would be written in place (a device, FIFO, socket or descriptor name) and
  * not replaced by a new file. */
 MEMPROF_INTERNAL bool memprof__output_in_place(const char *path);

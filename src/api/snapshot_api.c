@@ -240,6 +240,11 @@ int memprof_snapshot_write(const memprof_snapshot *snapshot, const char *path,
     return memprof__snapshot_write_how(snapshot, path, format, NULL);
 }
 
+void memprof__snapshot_write_names(bool on)
+{
+    memprof__sym_set_symbolize(on);
+}
+
 int memprof__snapshot_write_how(const memprof_snapshot *snapshot, const char *path,
                                 memprof_format format, const struct memprof_output *how)
 {

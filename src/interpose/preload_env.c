@@ -23,13 +23,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api/output.h"
 #include "api/owner.h"
 #include "api/values.h"
 #include "common/write_signals.h"
 #include "core/backend.h"
 #include "core/sandbox.h"
 #include "interpose/preload.h"
-#include "resolve/symbols.h"
 #include "memprof/memprof.h"
 
 static int quiet;
@@ -262,7 +262,7 @@ void memprof__preload_configure(bool sample_heap_ok)
                 getenv("MEMPROF_SAMPLE_HEAP"));
     }
     if (!st.symbolize)
-        memprof__sym_set_symbolize(false);
+        memprof__snapshot_write_names(false);
 
     struct memprof_dump_config dump = {
         .format = st.format, .interval_s = st.interval_s, .signo = st.signo};

@@ -39,8 +39,6 @@ EXCEPTIONS = {
     # The command demangles the names of profiles read back, and the eBPF mode Rust's.
     ("tools/common.c", "resolve/demangle.h"),
     ("tools/ebpf/elfscan.c", "resolve/demangle.h"),
-    # The plugin's configuration turns in-process symbolization off (MEMPROF_SYMBOLIZE=0).
-    ("src/interpose/preload_env.c", "resolve/symbols.h"),
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([A-Za-z0-9_.]+)"', re.M)
