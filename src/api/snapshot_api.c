@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "api/output.h"
+#include "api/snapshot_profile.h"
 #include "api/values.h"
 #include "core/engine.h"
 #include "core/sandbox.h"

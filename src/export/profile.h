@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The profile model every writer reads: resolved frames and per-stack values, independent
- * of where they came from -- a live snapshot (memprof__profile_from_snapshot) or a pprof file
+ * of where they came from -- a live snapshot (api/snapshot_profile.h) or a pprof file
  * read back by the `memprof` command. Writers never see engine structures.
  *
  * Values per stack (the four pprof sample types): estimated objects and bytes allocated
@@ -25,8 +25,6 @@
 
 #include "common/lifetime.h"
 #include "memprof/memprof.h"
-
-struct memprof_snapshot;
 
 struct memprof_pframe {
     const char *function; /* NULL when unknown (then label from module + address) */
@@ -126,8 +124,6 @@ struct memprof_profile {
     void *arena;
 };
 
-/* Builds the profile of a snapshot (resolving its stacks). Returns 0 or -ENOMEM. */
-int memprof__profile_from_snapshot(const struct memprof_snapshot *s, struct memprof_profile **out);
 void memprof__profile_free(struct memprof_profile *p);
 
 /* One view's numbers of a stack. */

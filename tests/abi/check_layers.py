@@ -30,10 +30,6 @@ FORBIDDEN = {
 
 # (file, included header): what still crosses a boundary, and why.
 EXCEPTIONS = {
-    # The snapshot-to-profile conversion still lives in export/ (it belongs in api/).
-    ("src/export/profile.c", "core/snapshot.h"),
-    ("src/export/profile.c", "resolve/stacks.h"),
-    ("src/export/profile.c", "resolve/symbols.h"),
     # Offline symbolization of a profile reads debug info through resolve/.
     ("src/export/symbolize.h", "resolve/offline.h"),
     # The command demangles the names of profiles read back, and the eBPF mode Rust's.

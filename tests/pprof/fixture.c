@@ -18,6 +18,7 @@
 #include <memprof/memprof.h>
 #include <memprof/runtime.h>
 
+#include "api/snapshot_profile.h"
 #include "core/engine.h"
 #include "export/pprof.h"
 #include "../keep_frame.h"
