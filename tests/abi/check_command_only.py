@@ -1,0 +1,42 @@
+# SPDX-License-Identifier: MIT
+"""What only the `memprof` command uses is not in libmemprof.so.1.
+
+Reading pprof files back (export/pprof_read.c), merging profiles (export/merge.c) and
+naming raw profiles outside the process (export/symbolize.c, resolve/offline.c) are the
+command's (`report`, `diff`, `run`'s deferred symbolization): every process that loads the
+library would map them for nothing. This test lists the library's defined symbols (its
+symbol table, local ones included) and fails if one of theirs is there, and checks the
+command does have them, so the test cannot pass by looking at the wrong file.
+"""
+import argparse
+import subprocess
+import sys
+
+COMMAND_ONLY = ["memprof__pprof_read", "memprof__profile_merge", "memprof__profile_symbolize"]
+
+
+def defined(path):
+    out = subprocess.run(["nm", "--defined-only", path], capture_output=True, text=True,
+                         check=True).stdout
+    return {line.split()[-1] for line in out.splitlines() if line.strip()}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--command", required=True)
+    a = ap.parse_args()
+    lib, cmd = defined(a.lib), defined(a.command)
+    problems = ["%s is in %s" % (s, a.lib) for s in COMMAND_ONLY if s in lib]
+    problems += ["%s is not in the command (%s): wrong file?" % (s, a.command)
+                 for s in COMMAND_ONLY if s not in cmd]
+    for p in problems:
+        print("FAIL:", p)
+    if problems:
+        return 1
+    print("PASS: %s holds none of %s" % (a.lib, ", ".join(COMMAND_ONLY)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
