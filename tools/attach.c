@@ -41,6 +41,7 @@
 
 #include "api/values.h"
 #include "cli.h"
+#include "core/sandbox.h"
 #include "ebpf/ebpf_cli.h"
 #include "handover.h"
 #include "inject.h"
@@ -204,17 +205,36 @@ static int check_target(pid_t pid, const char *comm)
     if (!glibc) {
         if (musl)
             memprof_cli_error("process %d (%s) uses musl libc; memprof attach needs glibc "
-                              "(2.34 or later)",
-                              (int)pid, comm);
+                              "(2.34 or later); use memprof attach --ebpf %d (uprobes, from "
+                              "outside)",
+                              (int)pid, comm, (int)pid);
         else if (!has_interp(pid))
-            memprof_cli_error("process %d (%s) is statically linked; memprof attach needs a "
-                              "dynamically linked glibc program (memprof run cannot profile it "
-                              "either)",
-                              (int)pid, comm);
+            memprof_cli_error("process %d (%s) is statically linked, and nothing can be loaded "
+                              "into it; use memprof attach --ebpf %d (uprobes, from outside)",
+                              (int)pid, comm, (int)pid);
         else
             memprof_cli_error("process %d (%s) has no glibc (libc.so.6) loaded; memprof attach "
                               "needs glibc 2.34 or later",
                               (int)pid, comm);
+        return CLI_EXIT_FAILURE;
+    }
+    /* A filter that kills for a system call the library makes there would end the process. */
+    uint32_t forbidden;
+    int sc = memprof_target_seccomp(pid, &forbidden);
+    if (sc < 0) {
+        memprof_cli_error("process %d (%s) runs under a seccomp filter, which only root "
+                          "(CAP_SYS_ADMIN) can read to check that the attach would not kill it "
+                          "(%s); attach as root, or use memprof attach --ebpf %d",
+                          (int)pid, comm, strerror(errno), (int)pid);
+        return CLI_EXIT_FAILURE;
+    }
+    const uint32_t needed =
+        1u << MEMPROF_SYS_IDS | 1u << MEMPROF_SYS_PROC | 1u << MEMPROF_SYS_WRITE;
+    if (forbidden & needed) {
+        memprof_cli_error("process %d (%s) runs under a seccomp %s that would kill it for system "
+                          "calls the attach makes in it (opening and writing files); use memprof "
+                          "attach --ebpf %d, which loads nothing into it",
+                          (int)pid, comm, sc == 1 ? "strict mode" : "filter", (int)pid);
         return CLI_EXIT_FAILURE;
     }
     return 0;

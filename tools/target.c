@@ -6,7 +6,8 @@
  * versions, none of which the loader needs to keep mapped. The file is opened through
  * /proc/PID/root, which is the target's view of the file system, so a target in a container
  * is read from its own libc, and if that fails through /proc/PID/map_files, which names the
- * very file mapped (the path may have been replaced since).
+ * very file mapped (the path may have been replaced since). And its seccomp filters, judged
+ * by the library's own interpreter (core/sandbox.h) on the system calls the profiler makes.
  */
 #define _GNU_SOURCE
 #include "target.h"
@@ -15,10 +16,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/filter.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include "core/sandbox.h"
 
 ssize_t memprof_target_maps(pid_t pid, struct target_map **out)
 {
@@ -226,4 +232,50 @@ bool memprof_target_status(pid_t pid, const char *key, char *value, size_t size)
     }
     fclose(f);
     return found;
+}
+
+int memprof_target_seccomp(pid_t pid, uint32_t *forbidden)
+{
+    char v[32];
+    *forbidden = 0;
+    if (!memprof_target_status(pid, "Seccomp", v, sizeof v) || atoi(v) == 0)
+        return 0;
+    if (atoi(v) == 1) {
+        *forbidden = memprof__sandbox_forbids(true, NULL);
+        return 1;
+    }
+    /* The filters can be read only from a stopped tracee. */
+    if (ptrace(PTRACE_SEIZE, pid, 0, 0) < 0)
+        return -1;
+    int st = 0, rc = 2, err = 0;
+    if (ptrace(PTRACE_INTERRUPT, pid, 0, 0) < 0 || waitpid(pid, &st, __WALL) != pid ||
+        !WIFSTOPPED(st)) {
+        err = errno ? errno : ESRCH;
+        rc = -1;
+    }
+    /* A signal that stopped it first goes on to the program with the detach. */
+    long pass = rc == 2 && st >> 16 == 0 ? WSTOPSIG(st) : 0;
+    for (unsigned long i = 0; rc == 2; i++) {
+        long n = ptrace(PTRACE_SECCOMP_GET_FILTER, pid, (void *)i, NULL);
+        if (n < 0) {
+            if (errno != ENOENT || i == 0) { /* ENOENT: past the last filter */
+                err = errno;
+                rc = -1;
+            }
+            break;
+        }
+        struct sock_filter *f = calloc((size_t)n, sizeof *f);
+        if (!f || ptrace(PTRACE_SECCOMP_GET_FILTER, pid, (void *)i, f) != n) {
+            err = f ? errno : ENOMEM;
+            free(f);
+            rc = -1;
+            break;
+        }
+        struct sock_fprog prog = {(unsigned short)n, f};
+        *forbidden |= memprof__sandbox_forbids(false, &prog);
+        free(f);
+    }
+    ptrace(PTRACE_DETACH, pid, 0, (void *)pass);
+    errno = err;
+    return rc;
 }

@@ -15,6 +15,8 @@
  *             the last 1024 (12 MiB live in all), until killed;
  *   fork:     two threads fork() children that allocate, free and exit 0, without pause;
  *             a byte on stdin ends it, printing "ok" if every child exited 0;
+ *   seccomp:  installs a seccomp filter that kills the process for openat(), then blocks as
+ *             `blocked` does: an attach, which would open files in it, must refuse;
  *   churn200: holds 200 MiB in 3,200 blocks (half 32 KiB, half 96 KiB) allocated in
  *             attach_alloc_site() and replaces every one of them each second, until killed.
  */
@@ -26,6 +28,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -203,6 +210,24 @@ static int forker(void)
     return 0;
 }
 
+static int sandboxed(void)
+{
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {sizeof code / sizeof *code, code};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+        perror("seccomp");
+        return 2;
+    }
+    printf("ready\n");
+    return blocked(false);
+}
+
 #define CHURN_BLOCKS 3200
 #define CHURN_STEPS  100 /* per second */
 
@@ -244,6 +269,8 @@ int main(int argc, char **argv)
         return forker();
     if (!strcmp(mode, "churn200"))
         return churn();
+    if (!strcmp(mode, "seccomp"))
+        return sandboxed();
     if (!strcmp(mode, "loop")) {
         pthread_t t[3];
         for (int i = 0; i < 3; i++)
@@ -252,6 +279,7 @@ int main(int argc, char **argv)
         pause();
         return 0;
     }
-    fprintf(stderr, "usage: attach-target blocked|eintr|restart|sleep|loop|fork|churn200\n");
+    fprintf(stderr,
+            "usage: attach-target blocked|eintr|restart|sleep|loop|fork|churn200|seccomp\n");
     return 2;
 }

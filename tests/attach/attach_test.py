@@ -34,6 +34,8 @@ Cases:
   python        a CPython target (python_target.py, the interpreter the binding is built for):
                 the attach has the binding join the profile, and the summary names the
                 Python function that allocates
+  seccomp       a target whose seccomp filter kills it for openat() is refused as such, and
+                runs on (its read returns the byte written later)
   accuracy      a target turning 200 MiB over each second, attached for 5 s at 64 KiB: the
                 estimated live heap is within 10 % of 200 MiB
 Exit 77 (skipped) where this process may not ptrace its children.
@@ -469,6 +471,25 @@ def case_python(args, tmp):
         t.end()
 
 
+def case_seccomp(args, tmp):
+    if os.geteuid() != 0:
+        print("SKIP: reading a seccomp filter needs CAP_SYS_ADMIN")
+        sys.exit(SKIP)
+    t = Target(args.target, "seccomp")
+    try:
+        err = refused(args, t.pid, "runs under a seccomp filter that would kill it")
+        if "--ebpf" not in err:
+            fail("no advice: " + err)
+        t.check_running()
+        t.p.stdin.write(b"x")
+        t.p.stdin.close()
+        out = t.p.stdout.read()
+        if t.p.wait(timeout=30) != 0 or out != b"ok\n":
+            fail("target after the refusal: status %d, %r" % (t.p.returncode, out))
+    finally:
+        t.end()
+
+
 def case_accuracy(args, tmp):
     t = Target(args.target, "churn200")
     try:
@@ -507,7 +528,8 @@ def main():
              "sleep": case_sleep, "exit-during": case_exit_during,
              "exec-during": case_exec_during, "fork": case_fork,
              "exit-profiling": case_exit_profiling, "accuracy": case_accuracy,
-             "container": case_container, "python": case_python}
+             "container": case_container, "python": case_python,
+             "seccomp": case_seccomp}
     with tempfile.TemporaryDirectory() as tmp:
         os.chmod(tmp, 0o755)
         cases[args.case](args, tmp)
