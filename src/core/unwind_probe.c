@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "common/compiler.h"
-#include "core/imports.h"
+#include "loader/imports.h"
 #include "core/sandbox.h"
 
 /* Negative, so never a descriptor the kernel would accept, and not AT_FDCWD (-100). */

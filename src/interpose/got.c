@@ -51,9 +51,9 @@
 #include <unistd.h>
 
 #include "api/values.h"
-#include "core/elf_dynamic.h"
+#include "loader/elf_dynamic.h"
 #include "core/backend.h"
-#include "core/imports.h"
+#include "loader/imports.h"
 #include "interpose/seccomp.h"
 #include "interpose/wrappers.h"
 

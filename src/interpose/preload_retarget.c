@@ -30,7 +30,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "core/elf_dynamic.h"
+#include "loader/elf_dynamic.h"
 #include "interpose/preload.h"
 
 static bool is_named(const struct memprof_elf_dynamic *d, uint32_t i, const char *name)

@@ -6,8 +6,8 @@
  * (preload_retarget.c); inline, so the plugin needs no entry point of the library for it.
  * Includers define _GNU_SOURCE (link.h's ElfW).
  */
-#ifndef MEMPROF_CORE_ELF_DYNAMIC_H
-#define MEMPROF_CORE_ELF_DYNAMIC_H
+#ifndef MEMPROF_LOADER_ELF_DYNAMIC_H
+#define MEMPROF_LOADER_ELF_DYNAMIC_H
 
 #include <elf.h>
 #include <link.h>

@@ -12,8 +12,8 @@
  * patching again only touches what is new, and so is one that holds any other function of
  * the profiler's (one user's replacement is not displaced by another's).
  */
-#ifndef MEMPROF_CORE_IMPORTS_H
-#define MEMPROF_CORE_IMPORTS_H
+#ifndef MEMPROF_LOADER_IMPORTS_H
+#define MEMPROF_LOADER_IMPORTS_H
 
 #include <stddef.h>
 

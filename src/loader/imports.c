@@ -5,7 +5,7 @@
  * relocation whose symbol is one of the imports gets its slot rewritten.
  */
 #define _GNU_SOURCE
-#include "core/imports.h"
+#include "loader/imports.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -16,7 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "core/elf_dynamic.h"
+#include "loader/elf_dynamic.h"
 
 #if defined(__x86_64__)
 #define R_JUMP_SLOT R_X86_64_JUMP_SLOT
