@@ -82,6 +82,7 @@
 #include <string.h>
 
 #include "common/hash.h"
+#include "export/gzip_stored.h"
 #include "export/protobuf.h"
 #include "export/zlib_load.h"
 #include "memprof/memprof.h"
@@ -763,8 +764,8 @@ static void encode_extension(struct writer *w)
 static int gzip_to(const struct memprof_pb_buf *msg, FILE *out)
 {
     const struct memprof__zlib *zl = memprof__zlib();
-    if (!zl)
-        return -ELIBACC;
+    if (!zl) /* still a gzip file every reader takes, uncompressed */
+        return memprof__gzip_stored(msg->data, msg->len, out);
     z_stream zs = {0};
     /* windowBits 15 + 16: a gzip header and trailer instead of zlib's. */
     int zrc = zl->deflate_init2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
