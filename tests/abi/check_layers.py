@@ -36,6 +36,10 @@ EXCEPTIONS = {
     # The command demangles the names of profiles read back, and the eBPF mode Rust's.
     ("tools/common.c", "resolve/demangle.h"),
     ("tools/ebpf/elfscan.c", "resolve/demangle.h"),
+    # memprof attach judges a target's seccomp filters with the library's interpreter, on the
+    # system calls the library will make there, before loading it.
+    ("tools/target.c", "core/sandbox.h"),
+    ("tools/attach.c", "core/sandbox.h"),
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([A-Za-z0-9_.]+)"', re.M)
