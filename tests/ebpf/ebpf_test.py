@@ -17,6 +17,9 @@ Cases:
   no-privilege     without capabilities (setpriv), --ebpf says so in one line, exit 3
   formats          every writer takes the profile of this mode (text, collapsed,
                    speedscope, html, pprof read back by memprof report)
+  no-frame-pointers the static program built without frame pointers: the summary's
+                   frame-pointer line names its allocating function, which is still the
+                   top site (the first frame needs no frame pointer)
   drops            a live map of 16 entries (MEMPROF_EBPF_LIVE_MAP) for a program holding
                    hundreds of samples: the samples lost are counted on the eBPF line and in
                    the profile's health
@@ -166,6 +169,8 @@ def case_static_run(args, tmp):
     err = run_ebpf(args.memprof, args.static, out)
     if f"malloc-family entry points ({os.path.basename(args.static)})" not in err:
         fail("the static program's own malloc is not what was probed:\n" + err)
+    if "Frame pointers:" in err:
+        fail("a program with frame pointers is said to lack them:\n" + err)
     text = read(out)
     expect_top(text, "hold_c_site")
     first = text[text.index("1. "):]
@@ -236,6 +241,14 @@ def case_formats(args, tmp):
             fail(f"{fmt}: {probe!r} not in {out}")
 
 
+def case_no_frame_pointers(args, tmp):
+    out = os.path.join(tmp, "nofp.txt")
+    err = run_ebpf(args.memprof, args.static_nofp, out)
+    if not re.search(r"Frame pointers: \d+ of the \d+ functions that called the allocator", err):
+        fail("no frame-pointer line in the summary:\n" + err)
+    expect_top(read(out), "hold_c_site")
+
+
 def case_drops(args, tmp):
     out = os.path.join(tmp, "drops.txt")
     env = dict(os.environ, MEMPROF_EBPF_LIVE_MAP="16")
@@ -282,6 +295,7 @@ CASES = {
     "mount-namespace": (case_mount_namespace, "static"),
     "no-privilege": (case_no_privilege, None),
     "formats": (case_formats, "static"),
+    "no-frame-pointers": (case_no_frame_pointers, "static_nofp"),
     "drops": (case_drops, "static"),
     "sampling-law": (case_sampling_law, "fixed"),
 }
@@ -292,6 +306,7 @@ def main():
     ap.add_argument("--memprof", required=True)
     ap.add_argument("--rust")
     ap.add_argument("--static")
+    ap.add_argument("--static-nofp")
     ap.add_argument("--fixed")
     ap.add_argument("case", choices=sorted(CASES))
     args = ap.parse_args()
