@@ -486,6 +486,22 @@ MEMPROF_API const char *memprof_format_extension(memprof_format format);
 MEMPROF_API int memprof_format_from_path(const char *path);
 
 /**
+ * @brief **memprof_is_allocator_function()** whether a function is an allocator or an
+ * allocator wrapper, which never names a site: the profiles' writers name a site by the
+ * caller of such frames.
+ *
+ * The list is the library's (libc's, `operator new`, GLib's, CPython's, Ruby's, Perl's,
+ * xmalloc and the like, SQLite's, Rust's; doc/guide.md, "Site names") plus the patterns of
+ * `MEMPROF_WRAPPERS`. For bindings that name sites themselves.
+ *
+ * @param name a function name (demangled or mangled).
+ * @return 1 if it is one, 0 if not; `-EINVAL` for NULL.
+ *
+ * Thread-safe, callable in any state; not async-signal-safe. @since 1.4
+ */
+MEMPROF_API int memprof_is_allocator_function(const char *name);
+
+/**
  * @brief **memprof_parse_rate()** reads a sampling rate as `memprof run -r` and
  * `MEMPROF_RATE` do.
  *

@@ -2,7 +2,8 @@
 /*
  * A snapshot into the writers' profile model (export/profile.h): each site's stack resolved
  * (resolve/stacks.h), its frames deduplicated, its estimates copied. The API layer's job, so
- * that export/ knows nothing of the engine or the resolver.
+ * that export/ knows nothing of the engine or the resolver. Also the writers' notion of an
+ * allocator function, public for bindings that name sites themselves.
  */
 #include "api/snapshot_profile.h"
 
@@ -164,4 +165,12 @@ oom:
     free(rs);
     memprof__profile_free(p);
     return -ENOMEM;
+}
+
+int memprof_is_allocator_function(const char *name)
+{
+    if (!name)
+        return -EINVAL;
+    struct memprof_pframe f = {.function = name};
+    return memprof__pframe_is_wrapper(&f) ? 1 : 0;
 }

@@ -77,7 +77,8 @@ static const char *const default_wrappers[] = {
     /* Ruby. */
     "ruby_xmalloc*", "ruby_xcalloc*", "ruby_xrealloc*", "ruby_strdup", "ruby_mimmalloc",
     "objspace_xmalloc*", "objspace_xcalloc*", "objspace_xrealloc*", "objspace_malloc_fixup",
-    "rb_xmalloc_mul_add*", "rb_xcalloc_mul_add*", "rb_xrealloc_mul_add*",
+    "rb_xmalloc_mul_add*", "rb_xcalloc_mul_add*", "rb_xrealloc_mul_add*", "rb_aligned_malloc",
+    "rb_alloc_tmp_buffer*",
     /* Perl. */
     "Perl_safesysmalloc", "Perl_safesyscalloc", "Perl_safesysrealloc", "Perl_savepv",
     "Perl_savepvn", "Perl_savesharedpv*",
@@ -122,7 +123,8 @@ const char *const *memprof__wrappers_default(size_t *n)
 /* The variables as the process started with them (see the top of the file). */
 static char env_wrappers[ENV_COPY], env_native[8];
 
-/* environ walked by hand: nothing that may allocate runs at load (STYLE.md, 2.3). */
+/* environ walked by hand: nothing that may allocate runs at load (doc/architecture.md,
+ * Decisions: Nothing before main may allocate). */
 extern char **environ;
 static void copy_env(const char *name, char *to, size_t size)
 {

@@ -3,11 +3,13 @@
  * Unit tests of the public format-name table and rate grammar (memprof.h, since 1.4), which
  * the bindings use instead of copies of their own: every format's name and extension round
  * trip, unknown names and values are refused, every extension MEMPROF_FORMAT_AUTO knows is
- * read by memprof_format_from_path(), and memprof_parse_rate() accepts exactly the
+ * read by memprof_format_from_path(), memprof_is_allocator_function() knows the default
+ * wrappers and the user's MEMPROF_WRAPPERS, and memprof_parse_rate() accepts exactly the
  * spellings `memprof run -r` and MEMPROF_RATE accept (suffixes with and without "i"/"B", any
  * case; 1 byte to 2^40) and leaves its output alone on failure.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "memprof/memprof.h"
@@ -58,6 +60,22 @@ static void test_format_from_path_reads_every_extension(void)
     EXPECT_EQ(memprof_format_from_path("heap.bin"), MEMPROF_FORMAT_AUTO);
     EXPECT_EQ(memprof_format_from_path(""), MEMPROF_FORMAT_AUTO);
     EXPECT_EQ(memprof_format_from_path(NULL), -EINVAL);
+}
+
+static void test_allocator_functions_are_the_writers_wrappers(void)
+{
+    EXPECT_EQ(memprof_is_allocator_function("malloc"), 1);
+    EXPECT_EQ(memprof_is_allocator_function("operator new(unsigned long)"), 1);
+    EXPECT_EQ(memprof_is_allocator_function("xmalloc"), 1);
+    EXPECT_EQ(memprof_is_allocator_function("PyMem_Malloc"), 1);
+    EXPECT_EQ(memprof_is_allocator_function("ruby_xmalloc"), 1);
+    EXPECT_EQ(memprof_is_allocator_function("main"), 0);
+    EXPECT_EQ(memprof_is_allocator_function("build_index"), 0);
+    EXPECT_EQ(memprof_is_allocator_function(NULL), -EINVAL);
+    EXPECT_EQ(memprof_is_allocator_function("my_pool_get"), 0);
+    setenv("MEMPROF_WRAPPERS", "other, my_pool_*", 1);
+    EXPECT_EQ(memprof_is_allocator_function("my_pool_get"), 1);
+    unsetenv("MEMPROF_WRAPPERS");
 }
 
 static uint64_t rate(const char *text)
@@ -114,6 +132,7 @@ int main(int argc, char **argv)
         TEST_CASE(test_auto_and_unknown_formats_have_no_name),
         TEST_CASE(test_format_from_name_refuses_other_names),
         TEST_CASE(test_format_from_path_reads_every_extension),
+        TEST_CASE(test_allocator_functions_are_the_writers_wrappers),
         TEST_CASE(test_parse_rate_accepts_the_commands_spellings),
         TEST_CASE(test_parse_rate_refuses_the_rest),
     };

@@ -83,16 +83,6 @@ _STATES = {
 }
 _UNWINDERS = {_c.UNWIND_FP: "fp", _c.UNWIND_DWARF: "dwarf"}
 
-# Allocator entry points: never the "site" of an allocation (see AllocatorSite).
-_ALLOCATOR_FUNCTIONS = frozenset(
-    """malloc calloc realloc free reallocarray posix_memalign aligned_alloc memalign valloc
-    pvalloc __libc_malloc __libc_calloc __libc_realloc
-    PyMem_Malloc PyMem_Calloc PyMem_Realloc PyMem_RawMalloc PyMem_RawCalloc PyMem_RawRealloc
-    PyObject_Malloc PyObject_Calloc PyObject_Realloc _PyObject_Malloc _PyObject_Calloc
-    _PyObject_Realloc _PyMem_RawMalloc _PyMem_RawCalloc _PyMem_RawRealloc _PyMem_DebugMalloc
-    _PyMem_DebugCalloc _PyMem_DebugRealloc _PyMem_DebugRawMalloc _PyMem_DebugRawCalloc
-    _PyMem_DebugRawRealloc""".split()
-) | {"operator new", "operator new[]"}
 
 _lock = threading.RLock()  # serializes the lifecycle calls of Python threads
 
@@ -456,7 +446,9 @@ def _site_frame(stack: Sequence[StackFrame], user_code: bool = True) -> Optional
     if python:
         return python[0]
     for f in stack:
-        if f.function in _ALLOCATOR_FUNCTIONS or f.unresolved:
+        # Allocators and their wrappers never name a site: the library's list
+        # (memprof_is_allocator_function(), MEMPROF_WRAPPERS included).
+        if f.unresolved or (f.function and _c.is_allocator_function(f.function)):
             continue
         base = os.path.basename(f.module or "")
         if base.startswith(("libmemprof", "_memprof")):

@@ -653,6 +653,21 @@ static PyObject *mp_format_from_path(PyObject *self, PyObject *arg)
     return PyLong_FromLong(memprof_format_from_path(path));
 }
 
+PyDoc_STRVAR(is_allocator_function_doc,
+             "is_allocator_function(name) -> bool\n\n"
+             "memprof_is_allocator_function(): whether a function is an allocator or an "
+             "allocator wrapper (the library's list and MEMPROF_WRAPPERS), which never names a "
+             "site.");
+
+static PyObject *mp_is_allocator_function(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (!name)
+        return NULL;
+    return PyBool_FromLong(memprof_is_allocator_function(name) == 1);
+}
+
 /* FORMATS {name: code} and EXTENSIONS {name: extension}, from the library's one table. */
 static int add_format_tables(PyObject *m)
 {
@@ -691,6 +706,7 @@ static PyMethodDef module_methods[] = {
     {"set_temporary_threshold", mp_set_temporary_threshold, METH_O, set_temporary_threshold_doc},
     {"parse_rate", mp_parse_rate, METH_O, parse_rate_doc},
     {"format_from_path", mp_format_from_path, METH_O, format_from_path_doc},
+    {"is_allocator_function", mp_is_allocator_function, METH_O, is_allocator_function_doc},
     {NULL, NULL, 0, NULL},
 };
 

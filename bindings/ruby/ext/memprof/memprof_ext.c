@@ -413,6 +413,14 @@ static VALUE snapshot_released_p(VALUE self)
 
 /* ---- entry point ------------------------------------------------------------------------- */
 
+/* Whether a function is an allocator or an allocator wrapper (the library's list and
+ * MEMPROF_WRAPPERS): never the frame that names a site. */
+static VALUE native_allocator_function_p(VALUE self, VALUE name)
+{
+    (void)self;
+    return memprof_is_allocator_function(StringValueCStr(name)) == 1 ? Qtrue : Qfalse;
+}
+
 void Init_memprof_ext(void)
 {
     mMemprof = rb_define_module("Memprof");
@@ -422,6 +430,7 @@ void Init_memprof_ext(void)
     rb_define_module_function(mNative, "stop", native_stop, 0);
     rb_define_module_function(mNative, "shutdown", native_shutdown, 0);
     rb_define_module_function(mNative, "state", native_state, 0);
+    rb_define_module_function(mNative, "allocator_function?", native_allocator_function_p, 1);
     rb_define_module_function(mNative, "stats", native_stats, 0);
     rb_define_module_function(mNative, "snapshot", native_snapshot, 0);
     rb_define_module_function(mNative, "strerror", native_strerror, 1);

@@ -134,12 +134,6 @@ module Memprof
     # Output formats of #save, by name: the library's own table (memprof_format_name()).
     FORMATS = Native::FORMATS
 
-    # Native allocator entry points and wrappers: never "the allocator" of a site.
-    ALLOCATOR_FUNCTIONS = /\A(?:malloc|calloc|realloc|reallocarray|free|posix_memalign|
-                              aligned_alloc|memalign|valloc|pvalloc|ruby_x\w+|
-                              objspace_x\w+|rb_aligned_malloc|ruby_mimmalloc|
-                              rb_xmalloc_mul_add\w*|rb_alloc_tmp_buffer\w*)\z/x.freeze
-
     # The sampling rate the samples were taken at, in KiB.
     def sampling_rate_kb
       rate = sampling_rate
@@ -362,7 +356,8 @@ module Memprof
     def allocator_frame(stack)
       stack.find { |f| f.ruby? && f.file } ||
         stack.find(&:ruby?) ||
-        stack.find { |f| f.function && !ALLOCATOR_FUNCTIONS.match?(f.function) } ||
+        # Allocators and their wrappers never name a site: the library's list.
+        stack.find { |f| f.function && !Native.allocator_function?(f.function) } ||
         stack.first
     end
   end
