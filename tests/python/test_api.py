@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """The Python API (doc/architecture.md, Decisions): the functions, the dataclasses and
 their fields, argument checking, the MemoryProfiler context manager, save() formats, GC
-epoch tracking (spec 9.5), and the pure-Python helpers (in this process, without starting
-the profiler)."""
+epoch tracking (bindings/python/README.md), and the pure-Python helpers (in this process,
+without starting the profiler)."""
 
 import dataclasses
 

@@ -457,7 +457,7 @@ def _site_frame(stack: Sequence[StackFrame], user_code: bool = True) -> Optional
     return stack[0] if stack else None
 
 
-# ---- GC epochs (spec 9.5) ------------------------------------------------------------------
+# ---- GC epochs (bindings/python/README.md) ---------------------------------------------------
 
 
 class _GcEpochs:
@@ -784,7 +784,8 @@ class HeapSnapshot:
 
     def allocations_surviving_gc(self, min_epochs: int = 1) -> List[AllocationSample]:
         """Live samples allocated before at least ``min_epochs`` garbage collections started
-        (spec 9.5; needs ``start(gc_tracking=True)``): candidates for leaks."""
+        (bindings/python/README.md; needs ``start(gc_tracking=True)``): candidates for
+        leaks."""
         if self.gc_epochs_during_profile is None:
             raise RuntimeError(
                 "allocations_surviving_gc() needs GC tracking: start(gc_tracking=True) or "
@@ -989,7 +990,8 @@ def start(
             only emits a RuntimeWarning (None keeps the rate in force silently). Lower rates
             give tighter estimates at a higher cost.
         gc_tracking: also record garbage-collection starts, for
-            HeapSnapshot.allocations_surviving_gc() (spec 9.5). Once on, stays on.
+            HeapSnapshot.allocations_surviving_gc() (bindings/python/README.md). Once on, stays
+            on.
         max_frames: native frames captured per sample (1..256; None = 64). Python frames
             (up to 128) come on top; deep native stacks (imports, C code calling back into
             Python) are cut beyond it and counted in the stats as truncated.
