@@ -608,28 +608,44 @@ static bool wait_for_stop(pid_t pid, unsigned long duration_s)
     }
 }
 
+/* The summary of the profile at `path`, which the process wrote as `written`: a pprof file is
+ * read for it, and converted to `format` first when another was asked for (memprof run's
+ * way: the summary is taken while converting). A profile the process wrote in another format
+ * itself (--interval) cannot be read back. */
 static void print_summary(pid_t pid, const char *comm, const char *path, memprof_format format,
-                          double seconds)
+                          memprof_format written, double seconds)
 {
     memprof_cli_error("profile of %s (pid %d) written to %s", comm, (int)pid, path);
-    if (format != MEMPROF_FORMAT_PPROF)
+    if (written != MEMPROF_FORMAT_PPROF) {
+        memprof_cli_error("no summary: the process wrote its %s profile itself (--interval); "
+                          "'memprof report' reads pprof files",
+                          memprof__format_name(written));
         return;
-    struct memprof_profile *p = memprof_cli_read_profile(path);
-    if (!p)
-        return;
+    }
     char *text = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
-    if (mem) {
-        memprof_cli_write_summary(p, mem, SUMMARY_TOP);
-        fprintf(mem,
-                "\nAttached for %.1f s: allocations made before the attach are not in the "
-                "profile, and their frees were ignored.\n",
-                seconds);
-        fclose(mem);
+    if (!mem)
+        return;
+    if (format != MEMPROF_FORMAT_PPROF) {
+        struct memprof_cli_symbolize s = {
+            .format = format, .summary = mem, .summary_top = SUMMARY_TOP};
+        memprof_cli_symbolize_file(path, &s);
+        memprof_cli_symbolize_end(&s);
+    } else {
+        struct memprof_profile *p = memprof_cli_read_profile(path);
+        if (p)
+            memprof_cli_write_summary(p, mem, SUMMARY_TOP);
+        memprof__profile_free(p);
     }
-    memprof__profile_free(p);
-    if (text)
+    if (seconds > 0) /* known when this command waited; not for --stop */
+        fprintf(mem, "\nAttached for %.1f s: ", seconds);
+    else
+        fprintf(mem, "\nAttached earlier (--no-wait): ");
+    fprintf(mem, "allocations made before the attach are not in the profile, and their frees "
+                 "were ignored.\n");
+    fclose(mem);
+    if (len)
         fwrite(text, 1, len, stderr);
     free(text);
 }
@@ -709,7 +725,7 @@ static int stop_only(const struct attach_options *o, const char *comm, const cha
     memprof_cli_error("stopped sampling in %s (pid %d): thread %d borrowed for %.2f ms", comm,
                       (int)o->pid, (int)res.tid, (double)res.away_ns / 1e6);
     if (o->output || fetch)
-        print_summary(o->pid, comm, out, format, 0);
+        print_summary(o->pid, comm, out, format, format, 0);
     else
         memprof_cli_error("sampling in process %d (%s) stopped; profile written to the path "
                           "given to 'memprof attach'",
@@ -740,8 +756,11 @@ static int attach(const struct attach_options *o)
     char cfg[2 * PATH_MAX] = "", num[32];
     if (o->rate_s)
         add_entry(cfg, sizeof cfg, "rate", o->rate_s, false);
+    /* The process writes pprof, which is read here for the summary and converted to the
+     * format asked for; one that rewrites its profile on an interval writes that format. */
+    memprof_format written = o->interval_s ? format : MEMPROF_FORMAT_PPROF;
     add_entry(cfg, sizeof cfg, "output", out, true);
-    add_entry(cfg, sizeof cfg, "format", memprof__format_name(format), false);
+    add_entry(cfg, sizeof cfg, "format", memprof__format_name(written), false);
     if (o->interval_s) {
         snprintf(num, sizeof num, "%lu", o->interval_s);
         add_entry(cfg, sizeof cfg, "interval", num, false);
@@ -816,11 +835,11 @@ static int attach(const struct attach_options *o)
         return CLI_EXIT_FAILURE;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    long written;
-    if (fetch ? !stop_and_fetch(o->pid, comm, library, out, format, &res, &written)
-              : !stop_and_write(o->pid, comm, library, "", &res, &written))
+    long wrote;
+    if (fetch ? !stop_and_fetch(o->pid, comm, library, out, written, &res, &wrote)
+              : !stop_and_write(o->pid, comm, library, "", &res, &wrote))
         return CLI_EXIT_FAILURE;
-    res.value = written;
+    res.value = wrote;
     if (res.value != 0) {
         memprof_cli_error("process %d (%s) could not write %s: %s%s", (int)o->pid, comm, out,
                           strerror((int)-res.value),
@@ -831,7 +850,7 @@ static int attach(const struct attach_options *o)
     }
     memprof_cli_error("stopped sampling in %s (pid %d): thread %d borrowed for %.2f ms", comm,
                       (int)o->pid, (int)res.tid, (double)res.away_ns / 1e6);
-    print_summary(o->pid, comm, out, format,
+    print_summary(o->pid, comm, out, format, written,
                   (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
     return CLI_EXIT_OK;
 }

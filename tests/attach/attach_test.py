@@ -7,6 +7,7 @@ Cases:
                 the byte written later, with errno and registers as they were
   threads       a target allocating on three threads: a 2 s profile names its site with a
                 plausible live size (12 MiB allocated live)
+  text          -o x.txt: the summary is printed as for pprof, and the file is the text profile
   again         a second attach to the same process works and reuses the loaded library
   stop          attach --no-wait, then attach --stop from another command writes the profile
   no-process    a process id that does not exist is refused in one line
@@ -154,6 +155,21 @@ def case_threads(args, tmp):
         _, err = attach(args, "-d", "2", "-r", "64K", "-o", os.path.join(tmp, "t.pb.gz"),
                         str(t.pid))
         check_profile(err)
+        t.check_running()
+    finally:
+        t.end()
+
+
+def case_text(args, tmp):
+    t = Target(args.target, "loop")
+    try:
+        out = os.path.join(tmp, "t.txt")
+        _, err = attach(args, "-d", "2", "-r", "64K", "-o", out, str(t.pid))
+        check_profile(err)
+        with open(out, encoding="utf-8") as f:
+            text = f.read()
+        if not text.startswith("libmemprof") or "attach_alloc_site" not in text:
+            fail("%s is not the text profile naming the site:\n%s" % (out, text[:400]))
         t.check_running()
     finally:
         t.end()
@@ -521,7 +537,8 @@ def main():
     if args.case not in ("no-process", "static") and not can_ptrace():
         print("SKIP: this process may not ptrace (not x86_64, or Yama's ptrace_scope)")
         return SKIP
-    cases = {"blocked": case_blocked, "threads": case_threads, "again": case_again,
+    cases = {"blocked": case_blocked, "threads": case_threads, "text": case_text,
+             "again": case_again,
              "stop": case_stop, "no-process": case_no_process, "killed": case_killed,
              "traced": case_traced, "static": case_static, "other-user": case_other_user,
              "plugin": case_plugin, "eintr": case_eintr, "restart": case_restart,
