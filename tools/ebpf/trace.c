@@ -221,6 +221,12 @@ static void notes(const struct memprof_ebpf_trace *t, const struct memprof_ebpf_
                 "Rust frees unseen: %s has its global allocator's alloc but no dealloc to "
                 "probe (rustc inlined it): its sampled blocks count as live until the end.\n",
                 t->no_free_where);
+    if (t->rust_probes && !c[MEMPROF_EBPF_SAMPLES])
+        fprintf(out,
+                "Nothing sampled: if the program did allocate, its global allocator may be one "
+                "rustc inlined into its callers (defined in the program's own crate, or with "
+                "#[inline] methods), where no probe can see it; an allocator in a crate of its "
+                "own is seen.\n");
     if (o->attached)
         fprintf(out, "Allocations made before the probes were attached are unknown: they are "
                      "not in this profile and their frees are ignored.\n");
