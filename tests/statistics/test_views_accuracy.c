@@ -77,6 +77,8 @@ static double temporary_workload(char *b)
 /* Runs `fn` in SEEDS children; mean and standard error of its ratios. */
 static void over_seeds(double (*fn)(char *), uint64_t rate, double *mean, double *se)
 {
+    /* NaN until computed: a run cut short (no pipe) fails the callers' checks. */
+    *mean = *se = NAN;
     double sum = 0, sum2 = 0;
     int n = 0;
     for (int seed = 1; seed <= SEEDS; seed++) {
