@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/atomic.h"
+#include "core/glibc_chunk.h"
 #include "core/platform.h"
 
 #define RANGE      ((uintptr_t)1 << MEMPROF_SHEAP_RANGE_SHIFT)
@@ -226,10 +227,7 @@ static bool grow(const struct memprof_sheap *h, struct memprof_sheap_class *k, u
     return ok;
 }
 
-/* glibc's IS_MMAPPED bit in a chunk's size word. */
-#define CHUNK_MMAPPED ((uint64_t)2)
-/* glibc's chunk header: prev_size and size, the two words before the block. */
-#define CHUNK_HEADER (2 * sizeof(uint64_t))
+#define CHUNK_HEADER MEMPROF_CHUNK_HEADER
 
 /* The block of a slot: the slot itself, or with framing the slot `lead` bytes in behind a
  * chunk header that tells glibc to unmap the slot's `size` bytes (sampleheap.h). */
@@ -237,11 +235,9 @@ static void *block_in(uintptr_t slot, size_t size, size_t lead)
 {
     if (!lead)
         return (void *)slot;
-    uint64_t offset = lead - CHUNK_HEADER;
     /* prev_size may be the slot's link word, which a thread whose pop lost the race may
-     * still read: stored atomically. */
-    memprof_atomic_store_relaxed((_Atomic uint64_t *)(slot + offset), offset);
-    ((uint64_t *)(slot + lead))[-1] = (size - offset) | CHUNK_MMAPPED;
+     * still read: memprof__chunk_write() stores it atomically. */
+    memprof__chunk_write((void *)(slot + lead), lead - CHUNK_HEADER, size);
     return (void *)(slot + lead);
 }
 
@@ -398,9 +394,10 @@ bool memprof__sheap_holds(const struct memprof_sheap *h, const void *p)
     size_t slot_size = (size_t)1 << shift;
     if (slot_size < h->frame || lead < CHUNK_HEADER)
         return false;
-    const uint64_t *w = p;
-    return w[-2] == lead - CHUNK_HEADER &&
-           w[-1] == ((extent_of(h, p, shift) - w[-2]) | CHUNK_MMAPPED);
+    /* The slot's extent is looked up only for a block whose offset word is right. */
+    uint64_t offset = lead - CHUNK_HEADER;
+    return memprof__chunk_offset(p) == offset &&
+           memprof__chunk_is(p, offset, extent_of(h, p, shift));
 }
 
 size_t memprof__sheap_usable(const struct memprof_sheap *h, const void *p)
@@ -430,6 +427,6 @@ bool memprof__sheap_resize(struct memprof_sheap *h, void *p, size_t n)
         want = have;
     memprof_atomic_store_relaxed(state, STATE_LIVE | (uint64_t)(want / page) << 32);
     if (h->frame) /* glibc's size of the chunk: what it would unmap */
-        ((uint64_t *)p)[-1] = (want - (lead - CHUNK_HEADER)) | CHUNK_MMAPPED;
+        memprof__chunk_resize(p, lead - CHUNK_HEADER, want);
     return true;
 }
