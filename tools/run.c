@@ -941,128 +941,144 @@ static int run_program(const struct run_options *o, const char *plugin, struct p
 
 /* ---- options -------------------------------------------------------------------------------- */
 
+/* memprof run's options (help.c documents them). */
+static const struct option run_options_long[] = {
+    {"rate", required_argument, NULL, 'r'},
+    {"output", required_argument, NULL, 'o'},
+    {"format", required_argument, NULL, 'f'},
+    {"interval", required_argument, NULL, 'i'},
+    {"signal", required_argument, NULL, 's'},
+    {"unwind", required_argument, NULL, 'u'},
+    {"temp-threshold", required_argument, NULL, 'T'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"no-follow", no_argument, NULL, 'F'},
+    {"no-runtime", no_argument, NULL, 'R'},
+    {"wrapper", required_argument, NULL, 'W'},
+    {"native", no_argument, NULL, 'N'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* One option into o (rate_buf holds --rate's bytes); -1 to go on, else the command's exit
+ * status. */
+static int take_option(int c, char **argv, struct run_options *o, char *rate_buf, size_t rate_size)
+{
+    switch (c) {
+    case 'r': {
+        uint64_t rate = memprof_cli_parse_rate(optarg);
+        if (!rate)
+            return memprof_cli_usage_error("run",
+                                           "--rate '%s': expected bytes between 1 and 2^40, "
+                                           "optionally with a K, M or G suffix (e.g. 524288 "
+                                           "or 512K)",
+                                           optarg);
+        snprintf(rate_buf, rate_size, "%llu", (unsigned long long)rate);
+        o->rate = rate_buf;
+        return -1;
+    }
+    case 'o':
+        if (!*optarg)
+            return memprof_cli_usage_error("run", "--output: empty file name");
+        o->output = optarg;
+        return -1;
+    case 'f':
+        o->format_s = optarg;
+        return -1;
+    case 'i': {
+        unsigned long n;
+        if (!memprof_cli_parse_uint(optarg, 86400, &n) || n == 0)
+            return memprof_cli_usage_error("run",
+                                           "--interval '%s': expected whole seconds from 1 "
+                                           "to 86400",
+                                           optarg);
+        o->interval = optarg;
+        return -1;
+    }
+    case 's':
+        o->signo = memprof_cli_parse_signal(optarg);
+        if (!o->signo)
+            return memprof_cli_usage_error("run",
+                                           "--signal '%s': expected a signal the program can "
+                                           "catch, by name (USR2) or number",
+                                           optarg);
+        o->signal_s = optarg;
+        return -1;
+    case 'u':
+        if (strcmp(optarg, "fp") && strcmp(optarg, "dwarf"))
+            return memprof_cli_usage_error("run", "--unwind '%s': expected fp or dwarf", optarg);
+        o->unwind = optarg;
+        return -1;
+    case 'T':
+        if (!memprof__parse_duration(optarg))
+            return memprof_cli_usage_error("run",
+                                           "--temp-threshold '%s': expected a duration such "
+                                           "as 1ms, 250us or 0.5s (up to a day)",
+                                           optarg);
+        o->temp_threshold = optarg;
+        return -1;
+    case 'q':
+        o->quiet = true;
+        return -1;
+    case 'F':
+        o->no_follow = true;
+        return -1;
+    case 'R':
+        o->no_runtime = true;
+        return -1;
+    case 'W': /* MEMPROF_WRAPPERS: this command's summary and the program's writers */
+        if (!memprof_cli_add_wrapper("run", optarg))
+            return CLI_EXIT_USAGE;
+        return -1;
+    case 'N':
+        memprof_cli_show_native();
+        return -1;
+    case 'h':
+        memprof_cli_help("run", stdout);
+        return CLI_EXIT_OK;
+    default:
+        return memprof_cli_bad_option("run", c, argv);
+    }
+}
+
+/* The format: --format's, else -o's extension's, else pprof (the format the summary reads
+ * back). -1 to go on, else the command's exit status. */
+static int choose_format(struct run_options *o)
+{
+    if (o->format_s) {
+        o->format = memprof__format_by_name(o->format_s);
+        if (o->format == MEMPROF_FORMAT_AUTO)
+            return memprof_cli_usage_error("run",
+                                           "--format '%s': expected pprof, speedscope, "
+                                           "collapsed, text or html",
+                                           o->format_s);
+    } else {
+        o->format = o->output ? memprof__format_by_path(o->output) : MEMPROF_FORMAT_PPROF;
+        if (o->format == MEMPROF_FORMAT_AUTO)
+            o->format = MEMPROF_FORMAT_PPROF;
+    }
+    return -1;
+}
+
 int memprof_cli_run(int argc, char **argv)
 {
     if (memprof_cli_ebpf_wanted(argc, argv)) /* uprobes instead of the plugin: ebpf/ */
         return memprof_cli_ebpf_run(argc, argv);
-    static const struct option longopts[] = {
-        {"rate", required_argument, NULL, 'r'},
-        {"output", required_argument, NULL, 'o'},
-        {"format", required_argument, NULL, 'f'},
-        {"interval", required_argument, NULL, 'i'},
-        {"signal", required_argument, NULL, 's'},
-        {"unwind", required_argument, NULL, 'u'},
-        {"temp-threshold", required_argument, NULL, 'T'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"no-follow", no_argument, NULL, 'F'},
-        {"no-runtime", no_argument, NULL, 'R'},
-        {"wrapper", required_argument, NULL, 'W'},
-        {"native", no_argument, NULL, 'N'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     struct run_options o = {0};
     char rate_buf[32];
-    int c;
+    int c, rc;
     opterr = 0;
     optind = 1;
     /* "+": options end at the program's name, so its own options are left alone. */
-    while ((c = getopt_long(argc, argv, "+:r:o:f:i:s:u:T:qh", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'r': {
-            uint64_t rate = memprof_cli_parse_rate(optarg);
-            if (!rate)
-                return memprof_cli_usage_error("run",
-                                               "--rate '%s': expected bytes between 1 and 2^40, "
-                                               "optionally with a K, M or G suffix (e.g. 524288 "
-                                               "or 512K)",
-                                               optarg);
-            snprintf(rate_buf, sizeof rate_buf, "%llu", (unsigned long long)rate);
-            o.rate = rate_buf;
-            break;
-        }
-        case 'o':
-            if (!*optarg)
-                return memprof_cli_usage_error("run", "--output: empty file name");
-            o.output = optarg;
-            break;
-        case 'f':
-            o.format_s = optarg;
-            break;
-        case 'i': {
-            unsigned long n;
-            if (!memprof_cli_parse_uint(optarg, 86400, &n) || n == 0)
-                return memprof_cli_usage_error("run",
-                                               "--interval '%s': expected whole seconds from 1 "
-                                               "to 86400",
-                                               optarg);
-            o.interval = optarg;
-            break;
-        }
-        case 's':
-            o.signo = memprof_cli_parse_signal(optarg);
-            if (!o.signo)
-                return memprof_cli_usage_error("run",
-                                               "--signal '%s': expected a signal the program can "
-                                               "catch, by name (USR2) or number",
-                                               optarg);
-            o.signal_s = optarg;
-            break;
-        case 'u':
-            if (strcmp(optarg, "fp") && strcmp(optarg, "dwarf"))
-                return memprof_cli_usage_error("run", "--unwind '%s': expected fp or dwarf",
-                                               optarg);
-            o.unwind = optarg;
-            break;
-        case 'T':
-            if (!memprof__parse_duration(optarg))
-                return memprof_cli_usage_error("run",
-                                               "--temp-threshold '%s': expected a duration such "
-                                               "as 1ms, 250us or 0.5s (up to a day)",
-                                               optarg);
-            o.temp_threshold = optarg;
-            break;
-        case 'q':
-            o.quiet = true;
-            break;
-        case 'F':
-            o.no_follow = true;
-            break;
-        case 'R':
-            o.no_runtime = true;
-            break;
-        case 'W': /* MEMPROF_WRAPPERS: this command's summary and the program's writers */
-            if (!memprof_cli_add_wrapper("run", optarg))
-                return CLI_EXIT_USAGE;
-            break;
-        case 'N':
-            memprof_cli_show_native();
-            break;
-        case 'h':
-            memprof_cli_help("run", stdout);
-            return CLI_EXIT_OK;
-        default:
-            return memprof_cli_bad_option("run", c, argv);
-        }
-    }
+    while ((c = getopt_long(argc, argv, "+:r:o:f:i:s:u:T:qh", run_options_long, NULL)) != -1)
+        if ((rc = take_option(c, argv, &o, rate_buf, sizeof rate_buf)) >= 0)
+            return rc;
     if (optind >= argc)
         return memprof_cli_usage_error("run", "no program given: memprof run [OPTIONS] -- "
                                               "PROGRAM [ARGS...]");
     o.argv = argv + optind;
     if (!*o.argv[0])
         return memprof_cli_usage_error("run", "empty program name");
-    if (o.format_s) {
-        o.format = memprof__format_by_name(o.format_s);
-        if (o.format == MEMPROF_FORMAT_AUTO)
-            return memprof_cli_usage_error("run",
-                                           "--format '%s': expected pprof, speedscope, "
-                                           "collapsed, text or html",
-                                           o.format_s);
-    } else {
-        /* From -o's extension; pprof otherwise (the format the summary reads back). */
-        o.format = o.output ? memprof__format_by_path(o.output) : MEMPROF_FORMAT_PPROF;
-        if (o.format == MEMPROF_FORMAT_AUTO)
-            o.format = MEMPROF_FORMAT_PPROF;
-    }
+    if ((rc = choose_format(&o)) >= 0)
+        return rc;
     return run(&o);
 }
