@@ -1215,23 +1215,23 @@ static void write_data(const struct memprof_profile *p, const struct html_data *
         if (!iv.low_information)
             break;
     }
-    fprintf(
-        out,
-        "{\"version\":\"" MEMPROF_VERSION_STRING "\",\"time\":%" PRIu64 ",\"rate\":%" PRIu64
-        ",\"view\":\"%s\",\"few\":%" PRIu64 ",\n\"heap\":{\"bytes\":%" PRIu64 ",\"lo\":%" PRIu64
-        ",\"hi\":%" PRIu64 ",\"low\":%d,\"objects\":%" PRIu64 ",\"samples\":%" PRIu64
-        "},\n\"peak\":{\"bytes\":%" PRIu64 ",\"lo\":%" PRIu64 ",\"hi\":%" PRIu64
-        ",\"low\":%d,\"objects\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"t_ns\":%" PRIu64
-        ",\"merged\":%u},\n\"duration_ns\":%" PRIu64 ",\"temp_threshold_ns\":%" PRIu64
-        ",\n\"health\":{\"dropped\":%" PRIu64 ",\"overflows\":%" PRIu64 ",\"truncated\":%" PRIu64
-        ",\"unresolved\":%" PRIu64 ",\"addresses\":%" PRIu64 ",\"raw\":%d},\n"
-        "\"opened_on_peak\":%d,\n\"strings\":[",
-        p->time_unix_ns / 1000000000u, p->sampling_rate, memprof__view_name(view), few,
-        p->inuse_space, heap.lo, heap.hi, heap.low_information, p->inuse_objects, p->live_samples,
-        p->peak_space, peak.lo, peak.hi, peak.low_information, p->peak_objects, p->peak_samples,
-        p->peak_time_ns, p->merged, p->duration_ns, p->temp_threshold_ns, p->dropped_samples,
-        p->stack_overflows, p->truncated_stacks, p->unresolved_addresses, p->total_addresses,
-        memprof__profile_unsymbolized(p), opened_on_peak);
+    fprintf(out,
+            "{\"version\":\"" MEMPROF_VERSION_STRING "\",\"time\":%" PRIu64 ",\"rate\":%" PRIu64
+            ",\"view\":\"%s\",\"few\":%" PRIu64 ",\n\"heap\":{\"bytes\":%" PRIu64 ",\"lo\":%" PRIu64
+            ",\"hi\":%" PRIu64 ",\"low\":%d,\"objects\":%" PRIu64 ",\"samples\":%" PRIu64
+            "},\n\"peak\":{\"bytes\":%" PRIu64 ",\"lo\":%" PRIu64 ",\"hi\":%" PRIu64
+            ",\"low\":%d,\"objects\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"t_ns\":%" PRIu64
+            ",\"merged\":%u},\n\"duration_ns\":%" PRIu64 ",\"temp_threshold_ns\":%" PRIu64
+            ",\n\"health\":{\"dropped\":%" PRIu64 ",\"overflows\":%" PRIu64
+            ",\"truncated\":%" PRIu64 ",\"unresolved\":%" PRIu64 ",\"addresses\":%" PRIu64
+            ",\"raw\":%d},\n"
+            "\"opened_on_peak\":%d,\n\"strings\":[",
+            p->time_unix_ns / 1000000000u, p->sampling_rate, memprof__view_name(view), few,
+            p->inuse_space, heap.lo, heap.hi, heap.low_information, p->inuse_objects,
+            p->live_samples, p->peak_space, peak.lo, peak.hi, peak.low_information, p->peak_objects,
+            p->peak_samples, p->peak_time_ns, p->merged, p->duration_ns, p->temp_threshold_ns,
+            p->dropped_samples, p->stack_overflows, p->truncated_stacks, p->unresolved_addresses,
+            p->total_addresses, memprof__profile_unsymbolized(p), opened_on_peak);
     for (uint32_t i = 0; i < d->nstr; i++) {
         fputs(i ? ",\n" : "\n", out);
         memprof__json_string(out, d->str[i], true);
@@ -1280,6 +1280,8 @@ static void write_data(const struct memprof_profile *p, const struct html_data *
         /* Shown from the site outward (sites.c), a stack starts at its site's frame; with every
          * native frame, the site is looked for. */
         uint32_t site = native && st->nframes ? memprof__pstack_site(p, st) : 0;
+        if (st->nframes) /* a runtime's own method is named by the code that called it */
+            site = memprof__pstack_label(p, st, site);
         put_index(out, st->nframes ? d->u.of[st->frames[site]] : d->u.no_stack, &count);
     }
     /* Lifetimes only for the stacks that freed samples: most stacks of a long-lived heap

@@ -176,6 +176,12 @@ const char *const *memprof__wrappers_default(size_t *n);
  * (the frames inside it are the allocator's; sites.c), or the outermost frame when all are
  * wrappers; 0 for an empty stack or one without wrappers. */
 uint32_t memprof__pstack_site(const struct memprof_profile *p, const struct memprof_pstack *st);
+/* The index of the frame a site is named by, given its site's frame `site`: that frame, or,
+ * when it is a runtime's own method without a source file (a C method of Ruby's, an internal
+ * function of PHP), the next interpreter frame out that has one (the user's code that called
+ * it). */
+uint32_t memprof__pstack_label(const struct memprof_profile *p, const struct memprof_pstack *st,
+                               uint32_t site);
 /* Whether MEMPROF_NATIVE asks the human-facing writers for every native frame. */
 bool memprof__present_native(void);
 /* The profile as people read it: a copy whose stacks start at their site's frame (the

@@ -313,11 +313,10 @@ static void print_site(const struct memprof_profile *p, const struct memprof_pst
                              p->sampling_rate, &iv);
     const char *few = iv.low_information ? " (few samples)" : "";
     /* Named by its innermost frame that is the user's (sites.c), as every writer names it. */
-    const char *site =
-        st->nframes
-            ? memprof__pframe_label(&p->frames[st->frames[memprof__pstack_site(p, st)]], label,
-                                    sizeof label)
-            : "[no stack: stack table full]";
+    uint32_t at = st->nframes ? memprof__pstack_label(p, st, memprof__pstack_site(p, st)) : 0;
+    const char *site = st->nframes
+                           ? memprof__pframe_label(&p->frames[st->frames[at]], label, sizeof label)
+                           : "[no stack: stack table full]";
     /* The site's name ends the line, so a reader (or a script) finds it at the end. */
     if (view == MEMPROF_VIEW_LEAKS)
         fprintf(out,

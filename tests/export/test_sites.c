@@ -53,21 +53,56 @@ static const uint32_t s_wrapped[] = {0, 1, 2}, s_user[] = {0, 3, 4, 2},
 
 #define MiB (1024 * 1024)
 static struct memprof_pstack stacks[] = {
-    {.frames = s_wrapped, .nframes = 3, .inuse_space = 8 * MiB, .alloc_space = 8 * MiB,
-     .live_samples = 16, .alloc_samples = 16, .inuse_objects = 8, .alloc_objects = 8,
-     .peak_space = 8 * MiB, .peak_samples = 16},
-    {.frames = s_user, .nframes = 4, .inuse_space = 4 * MiB, .alloc_space = 4 * MiB,
-     .live_samples = 8, .alloc_samples = 8, .inuse_objects = 4, .alloc_objects = 4,
-     .peak_space = 4 * MiB, .peak_samples = 8},
-    {.frames = s_py, .nframes = 10, .inuse_space = 2 * MiB, .alloc_space = 2 * MiB,
-     .live_samples = 4, .alloc_samples = 4, .inuse_objects = 2, .alloc_objects = 2,
-     .peak_space = 2 * MiB, .peak_samples = 4},
-    {.frames = s_cxx, .nframes = 3, .inuse_space = MiB, .alloc_space = MiB, .live_samples = 2,
-     .alloc_samples = 2, .inuse_objects = 1, .alloc_objects = 1, .peak_space = MiB,
+    {.frames = s_wrapped,
+     .nframes = 3,
+     .inuse_space = 8 * MiB,
+     .alloc_space = 8 * MiB,
+     .live_samples = 16,
+     .alloc_samples = 16,
+     .inuse_objects = 8,
+     .alloc_objects = 8,
+     .peak_space = 8 * MiB,
+     .peak_samples = 16},
+    {.frames = s_user,
+     .nframes = 4,
+     .inuse_space = 4 * MiB,
+     .alloc_space = 4 * MiB,
+     .live_samples = 8,
+     .alloc_samples = 8,
+     .inuse_objects = 4,
+     .alloc_objects = 4,
+     .peak_space = 4 * MiB,
+     .peak_samples = 8},
+    {.frames = s_py,
+     .nframes = 10,
+     .inuse_space = 2 * MiB,
+     .alloc_space = 2 * MiB,
+     .live_samples = 4,
+     .alloc_samples = 4,
+     .inuse_objects = 2,
+     .alloc_objects = 2,
+     .peak_space = 2 * MiB,
+     .peak_samples = 4},
+    {.frames = s_cxx,
+     .nframes = 3,
+     .inuse_space = MiB,
+     .alloc_space = MiB,
+     .live_samples = 2,
+     .alloc_samples = 2,
+     .inuse_objects = 1,
+     .alloc_objects = 1,
+     .peak_space = MiB,
      .peak_samples = 2},
-    {.frames = s_only, .nframes = 2, .inuse_space = MiB / 2, .alloc_space = MiB / 2,
-     .live_samples = 1, .alloc_samples = 1, .inuse_objects = 1, .alloc_objects = 1,
-     .peak_space = MiB / 2, .peak_samples = 1},
+    {.frames = s_only,
+     .nframes = 2,
+     .inuse_space = MiB / 2,
+     .alloc_space = MiB / 2,
+     .live_samples = 1,
+     .alloc_samples = 1,
+     .inuse_objects = 1,
+     .alloc_objects = 1,
+     .peak_space = MiB / 2,
+     .peak_samples = 1},
 };
 
 static struct memprof_profile profile = {
@@ -171,6 +206,29 @@ static void test_runtime_frame_names_interpreted_sites(void)
     EXPECT(frames[stacks[2].frames[memprof__pstack_site(&profile, &stacks[2])]].flags & RT);
 }
 
+static void test_a_runtime_method_without_a_file_is_named_by_its_caller(void)
+{
+    clean_env();
+    /* Ruby's String#+ (a C method: an interpreter frame without a file) called by the
+     * script's Object#hold_strings: the site is String#+'s stack, named by the script. */
+    static struct memprof_pframe rb[] = {
+        {.function = "malloc", .module = "/usr/lib/libc.so.6", .address = 0x5010},
+        {.function = "String#+", .flags = RT},
+        {.function = "Object#hold_strings", .file = "app.rb", .line = 2, .flags = RT},
+        {.function = "<main>", .file = "app.rb", .line = 7, .flags = RT},
+    };
+    static const uint32_t s[] = {0, 1, 2, 3};
+    struct memprof_pstack st = {.frames = s, .nframes = 4};
+    struct memprof_profile p = {.frames = rb, .nframes = 4, .stacks = &st, .nstacks = 1};
+    uint32_t site = memprof__pstack_site(&p, &st);
+    EXPECT(!strcmp(rb[s[site]].function, "String#+"));
+    EXPECT(!strcmp(rb[s[memprof__pstack_label(&p, &st, site)]].function, "Object#hold_strings"));
+    /* A runtime frame with its file names its own site. */
+    EXPECT_EQ(
+        memprof__pstack_label(&profile, &stacks[2], memprof__pstack_site(&profile, &stacks[2])),
+        memprof__pstack_site(&profile, &stacks[2]));
+}
+
 static void test_allocator_internals_inside_a_wrapper(void)
 {
     clean_env();
@@ -210,7 +268,8 @@ static void test_text_names_sites_and_folds(void)
     clean_env();
     char *t = write_with(&profile, TEXT, MEMPROF_VIEW_LIVE);
     CHECK(t);
-    EXPECT_HAS(t, "samples  build_table\n        at build_table (app.c:7)\n        <- main (app.c:11)");
+    EXPECT_HAS(
+        t, "samples  build_table\n        at build_table (app.c:7)\n        <- main (app.c:11)");
     EXPECT_HAS(t, "samples  make_strings\n        at make_strings (app.py:2)\n"
                   "        <- main (app.py:9)\n        <- Py_RunMain\n");
     EXPECT_HAS(t, "samples  Parser::grow()\n");
@@ -363,12 +422,20 @@ static void test_raw_profile_says_it_is_unsymbolized(void)
         {.module = "/usr/bin/app", .address = 0x1020, .flags = MEMPROF_FRAME_UNRESOLVED},
     };
     static const uint32_t raw_stack[] = {0, 1};
-    static struct memprof_pstack raw_stacks[] = {{.frames = raw_stack, .nframes = 2,
-                                                  .inuse_space = MiB, .alloc_space = MiB,
-                                                  .live_samples = 2, .alloc_samples = 2}};
-    struct memprof_profile p = {.sampling_rate = 524288, .frames = raw_frames, .nframes = 2,
-                                .stacks = raw_stacks, .nstacks = 1, .inuse_space = MiB,
-                                .live_samples = 2, .total_addresses = 11};
+    static struct memprof_pstack raw_stacks[] = {{.frames = raw_stack,
+                                                  .nframes = 2,
+                                                  .inuse_space = MiB,
+                                                  .alloc_space = MiB,
+                                                  .live_samples = 2,
+                                                  .alloc_samples = 2}};
+    struct memprof_profile p = {.sampling_rate = 524288,
+                                .frames = raw_frames,
+                                .nframes = 2,
+                                .stacks = raw_stacks,
+                                .nstacks = 1,
+                                .inuse_space = MiB,
+                                .live_samples = 2,
+                                .total_addresses = 11};
     clean_env();
     EXPECT(memprof__profile_unsymbolized(&p));
     EXPECT(!memprof__profile_unsymbolized(&profile));
@@ -414,6 +481,7 @@ static const struct test_case cases[] = {
     TEST_CASE(test_wrapper_is_skipped),
     TEST_CASE(test_user_patterns),
     TEST_CASE(test_runtime_frame_names_interpreted_sites),
+    TEST_CASE(test_a_runtime_method_without_a_file_is_named_by_its_caller),
     TEST_CASE(test_allocator_internals_inside_a_wrapper),
     TEST_CASE(test_presented_stacks_start_at_the_site_and_fold),
     TEST_CASE(test_text_names_sites_and_folds),
