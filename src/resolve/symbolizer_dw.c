@@ -25,6 +25,7 @@
 #include "common/hash.h"
 #include "resolve/debugfind.h"
 #include "resolve/demangle.h"
+#include "resolve/symtab.h"
 
 #define MAX_INLINE_DEPTH 32
 
@@ -68,25 +69,7 @@ static const char *demangle(const char *versioned, const char **system)
  * defined symbol either. Undefined symbols (SHN_UNDEF: a non-PIE program's canonical PLT
  * entries such as strcmp@GLIBC_2.2.5, whose value is a PLT address) are never kept: as the
  * last symbol before an address they named every function of the gcc driver "strcmp". */
-struct func_sym {
-    uintptr_t start, size;
-    const char *name, *system; /* demangled, and as spelled when that differs (demangle()) */
-};
-
-struct symtab {
-    const char *path;
-    struct func_sym *syms;
-    size_t n;
-    struct symtab *next;
-};
-
 static struct symtab *symtabs;
-
-static int by_start(const void *a, const void *b)
-{
-    const struct func_sym *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start;
-}
 
 /* Reads a module's function symbols through libdw, which also finds separate debug files
  * and MiniDebugInfo. */
@@ -124,7 +107,7 @@ static void load_symtab(struct symtab *t, const void *mod)
         t->syms[n++] = (struct func_sym){start, size, readable, system};
     }
     t->n = n;
-    qsort(t->syms, n, sizeof *t->syms, by_start);
+    memprof__symtab_sort(t);
 }
 
 /* Looks vaddr (a file address) up in the index of module `path`; `mod` is what the back
@@ -144,23 +127,7 @@ static const char *symtab_lookup(const char *path, const void *mod, uintptr_t va
         t->next = symtabs;
         symtabs = t;
     }
-    /* The last symbol starting at or before vaddr, if vaddr is within its size. */
-    size_t lo = 0, hi = t->n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (t->syms[mid].start <= vaddr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == 0)
-        return NULL;
-    const struct func_sym *f = &t->syms[lo - 1];
-    if (vaddr >= f->start + f->size)
-        return NULL;
-    *offset = vaddr - f->start;
-    *system = f->system;
-    return f->name;
+    return memprof__symtab_find(t, vaddr, offset, system);
 }
 
 static Dwfl *dwfl;

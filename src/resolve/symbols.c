@@ -25,6 +25,7 @@
 #include "common/hash.h"
 #include "resolve/strpool.h"
 #include "resolve/symbolizer.h"
+#include "resolve/symtab.h"
 
 #define MAX_INLINE_DEPTH 32
 
@@ -175,25 +176,7 @@ static const char *main_program_path(void)
  * defined symbol either. Undefined symbols (SHN_UNDEF: a non-PIE program's canonical PLT
  * entries such as strcmp@GLIBC_2.2.5, whose value is a PLT address) are never kept: as the
  * last symbol before an address they named every function of the gcc driver "strcmp". */
-struct func_sym {
-    uintptr_t start, size;
-    const char *name, *system; /* demangled, and as spelled when that differs (demangle()) */
-};
-
-struct symtab {
-    const char *path;
-    struct func_sym *syms;
-    size_t n;
-    struct symtab *next;
-};
-
 static struct symtab *symtabs;
-
-static int by_start(const void *a, const void *b)
-{
-    const struct func_sym *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start;
-}
 
 /* Reads the function symbols of an ELF file (.symtab if present, else .dynsym): the back end
  * without the symbolizer module. */
@@ -247,7 +230,7 @@ static void load_symtab(struct symtab *t)
         t->syms[n++] = (struct func_sym){syms[i].st_value, size, readable, system};
     }
     t->n = n;
-    qsort(t->syms, n, sizeof *t->syms, by_start);
+    memprof__symtab_sort(t);
 out:
     munmap((void *)map, len);
 }
@@ -268,23 +251,7 @@ static const char *symtab_lookup(const char *path, uintptr_t vaddr, uintptr_t *o
         t->next = symtabs;
         symtabs = t;
     }
-    /* The last symbol starting at or before vaddr, if vaddr is within its size. */
-    size_t lo = 0, hi = t->n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (t->syms[mid].start <= vaddr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == 0)
-        return NULL;
-    const struct func_sym *f = &t->syms[lo - 1];
-    if (vaddr >= f->start + f->size)
-        return NULL;
-    *offset = vaddr - f->start;
-    *system = f->system;
-    return f->name;
+    return memprof__symtab_find(t, vaddr, offset, system);
 }
 
 /* ---- resolution and cache ----------------------------------------------------------------- */
