@@ -123,9 +123,6 @@ int memprof_cli_symbolize(const struct memprof_profile *p, struct memprof_cli_sy
  * a negative errno after one line. */
 int memprof_cli_symbolize_file(const char *path, struct memprof_cli_symbolize *s);
 void memprof_cli_symbolize_end(struct memprof_cli_symbolize *s);
-/* Whether p names none of its native frames (written with MEMPROF_SYMBOLIZE=0, most likely):
- * report and diff then suggest --symbolize. */
-bool memprof_cli_profile_is_raw(const struct memprof_profile *p);
 
 /* Checks that a file can be created in the directory that would hold `path` (by creating
  * and removing a temporary file there, which also works for root and read-only mounts).

@@ -361,7 +361,7 @@ int memprof_cli_diff(int argc, char **argv)
     }
     int status = CLI_EXIT_OK;
     struct memprof_profile *named_base = NULL, *named_now = NULL;
-    if (!symbolize && (memprof_cli_profile_is_raw(base) || memprof_cli_profile_is_raw(now)))
+    if (!symbolize && (memprof__profile_unsymbolized(base) || memprof__profile_unsymbolized(now)))
         memprof_cli_error("a profile holds addresses only (written with MEMPROF_SYMBOLIZE=0?): "
                           "--symbolize names them");
     if (symbolize) {

@@ -214,7 +214,7 @@ int memprof_cli_report(int argc, char **argv)
         status = CLI_EXIT_FAILURE;
     }
     struct memprof_profile *named = NULL;
-    if (p && !symbolize && memprof_cli_profile_is_raw(p))
+    if (p && !symbolize && memprof__profile_unsymbolized(p))
         memprof_cli_error("the profile holds addresses only (written with MEMPROF_SYMBOLIZE=0?): "
                           "--symbolize names them");
     if (p && symbolize) {

@@ -92,20 +92,6 @@ int memprof_cli_symbolize_file(const char *path, struct memprof_cli_symbolize *s
     return rc;
 }
 
-bool memprof_cli_profile_is_raw(const struct memprof_profile *p)
-{
-    bool native = false;
-    for (size_t i = 0; i < p->nframes; i++) {
-        const struct memprof_pframe *f = &p->frames[i];
-        if (!f->module || !f->address || (f->flags & MEMPROF_FRAME_RUNTIME))
-            continue;
-        if (f->function)
-            return false;
-        native = true;
-    }
-    return native;
-}
-
 void memprof_cli_symbolize_end(struct memprof_cli_symbolize *s)
 {
     memprof__offline_free(s->session);
