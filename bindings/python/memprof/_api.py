@@ -1075,28 +1075,9 @@ def get_snapshot() -> HeapSnapshot:
     start() and after shutdown().
     """
     handle = _c.snapshot()
-    raw = _c.stats()
-    est = handle.estimate()
     tracking = _gc_epochs.enabled
-    snap = HeapSnapshot(
-        samples=[],
-        total_samples=raw["total_samples"],
-        live_samples=est["live_samples"],
-        estimated_heap_bytes=est["bytes"],
-        estimated_heap_bytes_low=est["bytes_low"],
-        estimated_heap_bytes_high=est["bytes_high"],
-        estimated_count=est["count"],
-        estimated_count_low=est["count_low"],
-        estimated_count_high=est["count_high"],
-        low_confidence=est["low_confidence"],
-        sampling_rate_bytes=est["sampling_rate"],
-        timestamp=time.time(),
-        timestamp_ns=est["timestamp_ns"],
-        unwind_health=_health_from(raw),
-        gc_epochs_during_profile=_gc_epochs.current if tracking else None,
-        _handle=handle,
-        _sites=handle.sites(),
-    )
+    snap = _snapshot_of(handle, keep=True)
+    snap.gc_epochs_during_profile = _gc_epochs.current if tracking else None
     samples = []
     for size, ebytes, ecount, ts, sid in handle.samples():
         samples.append(
@@ -1114,11 +1095,9 @@ def get_snapshot() -> HeapSnapshot:
     return snap
 
 
-def _snapshot_without_samples() -> HeapSnapshot:
-    """A snapshot whose samples are not read (nor their stacks resolved): what a
-    MemoryProfiler needs at entry, its sites' counters, at little cost on a large heap. The
-    library's snapshot is released at once (its copy of the live samples is not needed)."""
-    handle = _c.snapshot()
+def _snapshot_of(handle: Any, keep: bool) -> HeapSnapshot:
+    """The HeapSnapshot of the library's snapshot `handle`, without its samples: its
+    estimates, health and sites, and the handle itself if `keep` (to resolve stacks)."""
     est = handle.estimate()
     raw = _c.stats()
     return HeapSnapshot(
@@ -1136,9 +1115,16 @@ def _snapshot_without_samples() -> HeapSnapshot:
         timestamp=time.time(),
         timestamp_ns=est["timestamp_ns"],
         unwind_health=_health_from(raw),
-        _handle=None,
+        _handle=handle if keep else None,
         _sites=handle.sites(),
     )
+
+
+def _snapshot_without_samples() -> HeapSnapshot:
+    """A snapshot whose samples are not read (nor their stacks resolved): what a
+    MemoryProfiler needs at entry, its sites' counters, at little cost on a large heap. The
+    library's snapshot is released at once (its copy of the live samples is not needed)."""
+    return _snapshot_of(_c.snapshot(), keep=False)
 
 
 class MemoryProfiler:
