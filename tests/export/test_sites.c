@@ -141,17 +141,6 @@ static char *write_with(const struct memprof_profile *p, enum writer w, enum mem
     return buf;
 }
 
-#define EXPECT_HAS(text, needle)                                                                   \
-    do {                                                                                           \
-        if (!EXPECT(strstr(text, needle) != NULL))                                                 \
-            fprintf(stderr, "  missing: %s\n  in:\n%s\n", needle, text);                           \
-    } while (0)
-#define EXPECT_LACKS(text, needle)                                                                 \
-    do {                                                                                           \
-        if (!EXPECT(strstr(text, needle) == NULL))                                                 \
-            fprintf(stderr, "  unexpected: %s\n  in:\n%s\n", needle, text);                        \
-    } while (0)
-
 static const char *site_name(size_t stack)
 {
     const struct memprof_pstack *st = &stacks[stack];

@@ -49,18 +49,6 @@ static char *collapsed_of(const struct memprof_profile *p, enum memprof_view vie
     return buf;
 }
 
-#define EXPECT_HAS(text, needle)                                                                   \
-    do {                                                                                           \
-        if (!EXPECT(strstr(text, needle) != NULL))                                                 \
-            fprintf(stderr, "  missing: %s\n  in:\n%s\n", needle, text);                           \
-    } while (0)
-
-#define EXPECT_LACKS(text, needle)                                                                 \
-    do {                                                                                           \
-        if (!EXPECT(strstr(text, needle) == NULL))                                                 \
-            fprintf(stderr, "  unexpected: %s\n  in:\n%s\n", needle, text);                        \
-    } while (0)
-
 /* "(95% interval LO to HI" as the writers print an estimate at the profile's rate: the
  * interval of interval.h, the one every writer must use. */
 static const char *interval_text(double est, double var, uint64_t samples, uint64_t rate, char *buf,

@@ -80,6 +80,17 @@ static inline bool test_check_eq_u_(uint64_t a, uint64_t b, const char *file, in
 #define CHECK(cond)        do { if (!EXPECT(cond)) return; } while (0)
 #define CHECK_EQ(a, b)     do { if (!EXPECT_EQ(a, b)) return; } while (0)
 #define CHECK_EQ_U(a, b)   do { if (!EXPECT_EQ_U(a, b)) return; } while (0)
+/* A written text contains (or lacks) a string; on failure the text is shown. */
+#define EXPECT_HAS(text, needle)                                                                   \
+    do {                                                                                           \
+        if (!EXPECT(strstr(text, needle) != NULL))                                                 \
+            fprintf(stderr, "  missing: %s\n  in:\n%s\n", needle, text);                           \
+    } while (0)
+#define EXPECT_LACKS(text, needle)                                                                 \
+    do {                                                                                           \
+        if (!EXPECT(strstr(text, needle) == NULL))                                                 \
+            fprintf(stderr, "  unexpected: %s\n  in:\n%s\n", needle, text);                        \
+    } while (0)
 /* Marks the running case as skipped (it cannot run here) and returns from it. */
 #define SKIP(reason)                                                   \
     do {                                                               \
