@@ -175,10 +175,7 @@ static bool is_file(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* The bootstrap file `file` of runtime directory `sub` ("python"): installed relative to this
- * executable, in the build tree (`build_sub`, only if this is one), or at the configured
- * absolute path. Its canonical path goes to `out` (PATH_MAX). */
-static bool find_bootstrap(const char *sub, const char *build_sub, const char *file, char *out)
+bool memprof_cli_find_bootstrap(const char *sub, const char *build_sub, const char *file, char *out)
 {
     char exe[PATH_MAX], path[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -225,7 +222,7 @@ static bool prepend(const char *var, const char *value)
 static bool setup_python(const char *name, bool quiet)
 {
     char file[PATH_MAX];
-    if (!find_bootstrap("python", "python/bootstrap", "sitecustomize.py", file)) {
+    if (!memprof_cli_find_bootstrap("python", "python/bootstrap", "sitecustomize.py", file)) {
         if (!quiet)
             memprof_cli_error("no Python binding for %s (no bootstrap in %s/python): Python "
                               "frames and pymalloc arenas are not profiled; install "
@@ -242,7 +239,7 @@ static bool setup_python(const char *name, bool quiet)
 static bool setup_ruby(const char *name, bool quiet)
 {
     char file[PATH_MAX];
-    if (!find_bootstrap("ruby", "ruby/bootstrap", "memprof_bootstrap.rb", file) ||
+    if (!memprof_cli_find_bootstrap("ruby", "ruby/bootstrap", "memprof_bootstrap.rb", file) ||
         strpbrk(file, " \t")) {
         if (!quiet)
             memprof_cli_error("no Ruby binding for %s (no bootstrap in %s/ruby): Ruby frames "
@@ -264,7 +261,7 @@ static bool setup_ruby(const char *name, bool quiet)
 static bool setup_php(const char *name, bool quiet)
 {
     char file[PATH_MAX];
-    if (!find_bootstrap("php", "php/bootstrap", "memprof.ini", file)) {
+    if (!memprof_cli_find_bootstrap("php", "php/bootstrap", "memprof.ini", file)) {
         if (!quiet)
             memprof_cli_error("no PHP extension for %s (no bootstrap in %s/php): PHP frames "
                               "and the Zend heap are not profiled; install php-memprof or "

@@ -31,4 +31,11 @@ enum memprof_cli_runtime memprof_cli_runtime_of(char *const *argv, char *name, s
  * (no memory). */
 bool memprof_cli_runtime_setup(enum memprof_cli_runtime rt, const char *name, bool quiet);
 
+/* The bootstrap file `file` of runtime directory `sub` ("python"): installed relative to this
+ * executable, in the build tree (`build_sub`, only if this is one), or at the configured
+ * absolute path. Its canonical path goes to `out` (PATH_MAX). For `memprof run` and for
+ * `memprof attach`, which runs the Python bootstrap's join in the target. */
+bool memprof_cli_find_bootstrap(const char *sub, const char *build_sub, const char *file,
+                                char *out);
+
 #endif
