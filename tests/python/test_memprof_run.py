@@ -82,7 +82,11 @@ def memprof_run(tmp_path: Path, argv, options=(), env=None, check=True):
 
 
 def peak_bytes(summary: str) -> float:
-    m = re.search(r"^Peak: ([\d.]+) (B|KiB|MiB|GiB)", summary, re.M)
+    # The peak has its own line ("Peak: X ...") unless nothing sampled was live at the
+    # snapshot, which an interpreter's teardown may leave; then the heading line names it
+    # ("... 0 B live at the snapshot; peak X ...").
+    m = re.search(r"(?:^Peak: |^Estimated live heap: 0 B live at the snapshot; peak )"
+                  r"([\d.]+) (B|KiB|MiB|GiB)", summary, re.M)
     assert m, summary
     return float(m.group(1)) * UNITS[m.group(2)]
 
