@@ -41,7 +41,6 @@
 
 #include "api/values.h"
 #include "cli.h"
-#include "core/sandbox.h"
 #include "ebpf/ebpf_cli.h"
 #include "handover.h"
 #include "inject.h"
@@ -220,7 +219,7 @@ static int check_target(pid_t pid, const char *comm)
         return CLI_EXIT_FAILURE;
     }
     /* A filter that kills for a system call the library makes there would end the process. */
-    uint32_t forbidden;
+    bool forbidden;
     int sc = memprof_target_seccomp(pid, &forbidden);
     if (sc < 0) {
         memprof_cli_error("process %d (%s) runs under a seccomp filter, which only root "
@@ -229,9 +228,7 @@ static int check_target(pid_t pid, const char *comm)
                           (int)pid, comm, strerror(errno), (int)pid);
         return CLI_EXIT_FAILURE;
     }
-    const uint32_t needed =
-        1u << MEMPROF_SYS_IDS | 1u << MEMPROF_SYS_PROC | 1u << MEMPROF_SYS_WRITE;
-    if (forbidden & needed) {
+    if (forbidden) {
         memprof_cli_error("process %d (%s) runs under a seccomp %s that would kill it for system "
                           "calls the attach makes in it (opening and writing files); use memprof "
                           "attach --ebpf %d, which loads nothing into it",

@@ -27,7 +27,7 @@
 
 #include "cli.h"
 #include "export/pprof.h"
-#include "resolve/demangle.h"
+#include "offline/offline.h"
 
 /* ---- messages ------------------------------------------------------------------------------- */
 
@@ -222,7 +222,7 @@ static size_t ndemangled, demangled_cap;
 static void demangle_frames(struct memprof_profile *p)
 {
     for (size_t i = 0; i < p->nframes; i++) {
-        char *readable = memprof__demangle(p->frames[i].function);
+        char *readable = memprof__offline_demangle(p->frames[i].function);
         if (!readable)
             continue;
         if (!p->frames[i].system_name) /* the mangled name stays pprof's system_name */

@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "export/symbolize.h"
+#include "offline/symbolize.h"
 
 #define DEFAULT_TOP 20
 #define Z95         1.959964

@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "export/symbolize.h"
+#include "offline/symbolize.h"
 
 #define DEFAULT_TOP 20
 

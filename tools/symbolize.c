@@ -2,7 +2,7 @@
 /*
  * The command's symbolization step (`memprof report --symbolize`, and `memprof run` after
  * the program exits): names a profile's unresolved frames from the files of their build
- * ids (export/symbolize.h, resolve/offline.h) and says which modules' files were not found,
+ * ids (offline/symbolize.h, offline/offline.h) and says which modules' files were not found,
  * with where they were looked for.
  */
 #include <errno.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "export/symbolize.h"
+#include "offline/symbolize.h"
 
 #define MAX_MISSING_LISTED 5
 

@@ -7,7 +7,8 @@
  * /proc/PID/root, which is the target's view of the file system, so a target in a container
  * is read from its own libc, and if that fails through /proc/PID/map_files, which names the
  * very file mapped (the path may have been replaced since). And its seccomp filters, judged
- * by the library's own interpreter (core/sandbox.h) on the system calls the profiler makes.
+ * by the library's own interpreter on the system calls the attached library makes
+ * (api/attach_check.h).
  */
 #define _GNU_SOURCE
 #include "target.h"
@@ -24,7 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/sandbox.h"
+#include "api/attach_check.h"
 
 ssize_t memprof_target_maps(pid_t pid, struct target_map **out)
 {
@@ -234,14 +235,14 @@ bool memprof_target_status(pid_t pid, const char *key, char *value, size_t size)
     return found;
 }
 
-int memprof_target_seccomp(pid_t pid, uint32_t *forbidden)
+int memprof_target_seccomp(pid_t pid, bool *forbidden)
 {
     char v[32];
-    *forbidden = 0;
+    *forbidden = false;
     if (!memprof_target_status(pid, "Seccomp", v, sizeof v) || atoi(v) == 0)
         return 0;
     if (atoi(v) == 1) {
-        *forbidden = memprof__sandbox_forbids(true, NULL);
+        *forbidden = memprof__attach_forbidden_by(true, NULL);
         return 1;
     }
     /* The filters can be read only from a stopped tracee. */
@@ -272,7 +273,7 @@ int memprof_target_seccomp(pid_t pid, uint32_t *forbidden)
             break;
         }
         struct sock_fprog prog = {(unsigned short)n, f};
-        *forbidden |= memprof__sandbox_forbids(false, &prog);
+        *forbidden |= memprof__attach_forbidden_by(false, &prog);
         free(f);
     }
     ptrace(PTRACE_DETACH, pid, 0, (void *)pass);

@@ -50,11 +50,11 @@ uintptr_t memprof_target_symbol(pid_t pid, const char *path, uintptr_t base, con
  * skipped. Returns false if the process or the key does not exist. */
 bool memprof_target_status(pid_t pid, const char *key, char *value, size_t size);
 
-/* The seccomp state of pid's main thread: 0 none, 1 strict mode, 2 filters, whose verdicts on
- * the system calls the profiler makes go to *forbidden (core/sandbox.h's groups, bit set:
- * the filter kills, traps or hands the call to a tracer or supervisor). Reading the filters
- * takes a moment of ptrace (PTRACE_SECCOMP_GET_FILTER, which needs CAP_SYS_ADMIN). Returns
- * -1 with errno set if they cannot be read. */
-int memprof_target_seccomp(pid_t pid, uint32_t *forbidden);
+/* The seccomp state of pid's main thread: 0 none, 1 strict mode, 2 filters; *forbidden is
+ * whether they would kill the process for a system call the attached library makes there
+ * (api/attach_check.h). Reading the filters takes a moment of ptrace
+ * (PTRACE_SECCOMP_GET_FILTER, which needs CAP_SYS_ADMIN). Returns -1 with errno set if they
+ * cannot be read. */
+int memprof_target_seccomp(pid_t pid, bool *forbidden);
 
 #endif

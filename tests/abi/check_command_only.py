@@ -2,7 +2,7 @@
 """What only the `memprof` command uses is not in libmemprof.so.1.
 
 Reading pprof files back (export/pprof_read.c), merging profiles (export/merge.c) and
-naming raw profiles outside the process (export/symbolize.c, resolve/offline.c) are the
+naming raw profiles outside the process (offline/symbolize.c, offline/offline.c) are the
 command's (`report`, `diff`, `run`'s deferred symbolization): every process that loads the
 library would map them for nothing. This test lists the library's defined symbols (its
 symbol table, local ones included) and fails if one of theirs is there, and checks the

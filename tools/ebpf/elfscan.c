@@ -30,7 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "resolve/demangle.h"
+#include "offline/offline.h"
 
 struct entry_name {
     const char *name;
@@ -84,7 +84,7 @@ static const struct entry_name *match_entry(const char *sym, bool libc, bool exp
     bool global_alloc = strstr(sym, "GlobalAlloc") != NULL;
     if (!strstr(sym, "__r") && !global_alloc)
         return NULL;
-    char *d = memprof__demangle(sym);
+    char *d = memprof__offline_demangle(sym);
     const struct entry_name *found = NULL;
     const char *ga = d && d[0] == '<' ? strstr(d, GLOBAL_ALLOC) : NULL;
     if (ga && !exported) {
@@ -161,8 +161,10 @@ static void read_rustc_layout(Elf *e, size_t shstrndx, struct memprof_ebpf_elf *
             const char *str = (const char *)d->d_buf + off;
             size_t len = strnlen(str, d->d_size - off);
             unsigned minor;
-            if (sscanf(str, "rustc version 1.%u", &minor) == 1)
+            if (sscanf(str, "rustc version 1.%u", &minor) == 1) {
                 out->layout_align_first = minor >= 67;
+                out->rustc = true;
+            }
             off += len + 1;
         }
     }

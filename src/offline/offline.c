@@ -7,7 +7,7 @@
  * once per module; a module not found is remembered, and said once by the command.
  */
 #define _GNU_SOURCE
-#include "resolve/offline.h"
+#include "offline/offline.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "resolve/demangle.h"
 #include "resolve/strpool.h"
 
 #if HAVE_LIBDW
@@ -300,3 +301,8 @@ const char *memprof__offline_missing(const struct memprof_offline *o, size_t i,
     return NULL;
 }
 #endif
+
+char *memprof__offline_demangle(const char *name)
+{
+    return memprof__demangle(name);
+}

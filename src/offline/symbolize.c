@@ -5,7 +5,7 @@
  * address (innermost first, all but the last flagged INLINED, as the in-process resolver
  * builds them), any other frame itself; stacks are re-indexed through that expansion.
  */
-#include "export/symbolize.h"
+#include "offline/symbolize.h"
 
 #include <errno.h>
 #include <stdlib.h>

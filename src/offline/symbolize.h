@@ -3,14 +3,14 @@
  * A profile's unresolved native frames named after the fact (the `memprof` command's
  * `report --symbolize` and `run`): each frame the profiled process left as an address
  * (MEMPROF_SYMBOLIZE=0, or a module it could not read) becomes the frames offline
- * symbolization gives its address (resolve/offline.h), inlined functions included, with
+ * symbolization gives its address (offline/offline.h), inlined functions included, with
  * the module, build id and mapping kept, so every writer, pprof's too, shows the names.
  */
-#ifndef MEMPROF_EXPORT_SYMBOLIZE_H
-#define MEMPROF_EXPORT_SYMBOLIZE_H
+#ifndef MEMPROF_OFFLINE_SYMBOLIZE_H
+#define MEMPROF_OFFLINE_SYMBOLIZE_H
 
 #include "export/profile.h"
-#include "resolve/offline.h"
+#include "offline/offline.h"
 
 /* The symbolized copy of `in`: frames and stacks its own, everything else shared with `in`,
  * which must outlive it (free it with memprof__profile_symbolized_free()). Its health

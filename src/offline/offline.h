@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Symbolization outside the profiled process, for the `memprof` command: a module recorded
+ * Symbolization outside the profiled process, for the `memprof` command (the layer offline/,
+ * between resolve/ and the command, which sees the resolver only through it): a module recorded
  * in a profile (path and GNU build id) and a return address in it become the frames the
  * in-process symbolizer would have given (symbols.h: function, file, line, inlined frames),
  * read from files found by build id, never from a file of another build:
@@ -14,8 +15,8 @@
  * when enabled and DEBUGINFOD_URLS is set; it downloads the executable or debug file of a
  * build id into its cache. Not thread-safe.
  */
-#ifndef MEMPROF_RESOLVE_OFFLINE_H
-#define MEMPROF_RESOLVE_OFFLINE_H
+#ifndef MEMPROF_OFFLINE_OFFLINE_H
+#define MEMPROF_OFFLINE_OFFLINE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -51,5 +52,12 @@ unsigned memprof__offline_frames(struct memprof_offline *o, const char *path, co
  * past the end; *build_id may be NULL. For the command's message. */
 const char *memprof__offline_missing(const struct memprof_offline *o, size_t i,
                                      const char **build_id);
+
+/* The readable form of a mangled C++ or Rust name the command reads from outside a profiled
+ * process (a profile written by an older version, an ELF symbol table): the resolver's own
+ * demangler (resolve/demangle.h), so names read back match those the profiler gives in the
+ * process. A new malloc()ed string the caller frees, or NULL when `name` is not a mangled
+ * name (keep it) or memory runs out. */
+char *memprof__offline_demangle(const char *name);
 
 #endif
