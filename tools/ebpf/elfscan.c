@@ -161,10 +161,8 @@ static void read_rustc_layout(Elf *e, size_t shstrndx, struct memprof_ebpf_elf *
             const char *str = (const char *)d->d_buf + off;
             size_t len = strnlen(str, d->d_size - off);
             unsigned minor;
-            if (sscanf(str, "rustc version 1.%u", &minor) == 1) {
+            if (sscanf(str, "rustc version 1.%u", &minor) == 1)
                 out->layout_align_first = minor >= 67;
-                out->rustc = true;
-            }
             off += len + 1;
         }
     }

@@ -15,13 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "api/values.h"
 #include "cli.h"
-#include "dwarfscan.h"
 #include "ebpf_cli.h"
 #include "elfscan.h"
 #include "offline/symbolize.h"
@@ -42,10 +40,6 @@ struct memprof_ebpf_trace {
     int record_err;
     unsigned libc_probes, rust_probes;
     char libc_where[256], rust_where[256];
-    /* Sites from the debug information (dwarfscan.h): how many, how many inlined, how
-     * many found but unreadable or over the budget; Rust files without debug info. */
-    unsigned dw_sites, dw_inlined, dw_skipped;
-    char dw_where[256], no_debug_where[256];
     char no_free_where[256]; /* files with a GlobalAlloc::alloc but no ::dealloc */
     /* The functions that called the allocator (each stack's first), checked for frame
      * pointers at the end. */
@@ -71,38 +65,6 @@ static void note_where(char *buf, size_t size, const char *path)
     size_t len = strlen(buf);
     if (len + 1 < size)
         snprintf(buf + len, size - len, "%s%s", len ? ", " : "", base_name(path));
-}
-
-/* Each probe is a file descriptor, and a Rust program whose allocator was inlined may
- * have thousands of sites: the soft limit goes up to the hard one. */
-static void raise_file_limit(void)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
-}
-
-/* The Rust allocator entry points only the debug information of `path` knows: rustc
- * inlined the global allocator into its callers, or left its methods as local functions
- * whose arguments it may have moved. */
-static void attach_dwarf_sites(struct memprof_ebpf_trace *t, const char *path,
-                               const struct memprof_ebpf_elf *elf)
-{
-    struct memprof_ebpf_dwarf dw;
-    if (memprof__ebpf_dwarf_scan(path, elf, MEMPROF_EBPF_MAX_SITES - t->dw_sites, &dw) != 0)
-        return;
-    if (!dw.debug_info)
-        note_where(t->no_debug_where, sizeof t->no_debug_where, path);
-    t->dw_skipped += (unsigned)(dw.unreadable + dw.over_budget);
-    int n = dw.nsites ? memprof__ebpf_session_attach_sites(t->session, path, &dw) : 0;
-    if (n > 0) {
-        t->dw_sites += (unsigned)n;
-        t->dw_inlined += (unsigned)dw.inlined;
-        note_where(t->dw_where, sizeof t->dw_where, path);
-    }
-    memprof__ebpf_dwarf_free(&dw);
 }
 
 int memprof__ebpf_trace_start(const char *cmd, pid_t pid, uint64_t rate,
@@ -138,13 +100,10 @@ int memprof__ebpf_trace_start(const char *cmd, pid_t pid, uint64_t rate,
         free(t);
         return CLI_EXIT_FAILURE;
     }
-    raise_file_limit();
     for (unsigned i = 0; i < nfiles; i++) {
         struct memprof_ebpf_elf elf;
         if (memprof__ebpf_elf_scan(files[i].path, files[i].libc, &elf) != 0)
             continue;
-        if (elf.rustc)
-            attach_dwarf_sites(t, files[i].path, &elf);
         int n = memprof__ebpf_session_attach(t->session, files[i].path, &elf);
         if (n <= 0)
             continue;
@@ -165,7 +124,7 @@ int memprof__ebpf_trace_start(const char *cmd, pid_t pid, uint64_t rate,
             note_where(t->rust_where, sizeof t->rust_where, files[i].path);
         }
     }
-    if (!t->libc_probes && !t->rust_probes && !t->dw_sites) {
+    if (!t->libc_probes && !t->rust_probes) {
         memprof_cli_error("%s --ebpf: found no allocator entry point to probe (malloc & co. or "
                           "the Rust allocator shims) in %s%s",
                           cmd, nfiles ? files[0].path : "the process",
@@ -255,37 +214,19 @@ static void notes(const struct memprof_ebpf_trace *t, const struct memprof_ebpf_
     if (t->rust_probes)
         fprintf(out, "%s %u Rust allocator entry points (%s)", t->libc_probes ? ";" : "",
                 t->rust_probes, t->rust_where);
-    if (t->dw_sites)
-        fprintf(out, "%s %u Rust allocator sites from debug information (%s)",
-                t->libc_probes || t->rust_probes ? ";" : "", t->dw_sites, t->dw_where);
     fprintf(out, "; %" PRIu64 " allocator calls seen, %" PRIu64 " sampled\n", c[MEMPROF_EBPF_CALLS],
             c[MEMPROF_EBPF_SAMPLES]);
-    if (c[MEMPROF_EBPF_NO_ADDRESS])
-        fprintf(out,
-                "Rust frees unseen at inlined sites: %" PRIu64 " of the samples were taken where "
-                "rustc inlined the global allocator into its caller, which never shows the "
-                "block's address: they count as live until the end (the allocated view is "
-                "right; live and leak views overstate them). An allocator whose methods are "
-                "#[inline(never)] is seen whole.\n",
-                c[MEMPROF_EBPF_NO_ADDRESS]);
-    if (t->dw_skipped)
-        fprintf(out,
-                "Rust allocator sites skipped: %u found in the debug information where it does "
-                "not say where the size is (or beyond %u sites): allocations there are not "
-                "counted.\n",
-                t->dw_skipped, MEMPROF_EBPF_MAX_SITES);
     if (t->no_free_where[0])
         fprintf(out,
                 "Rust frees unseen: %s has its global allocator's alloc but no dealloc to "
                 "probe (rustc inlined it): its sampled blocks count as live until the end.\n",
                 t->no_free_where);
-    if (t->rust_probes && !c[MEMPROF_EBPF_SAMPLES] && t->no_debug_where[0])
+    if (t->rust_probes && !c[MEMPROF_EBPF_SAMPLES])
         fprintf(out,
                 "Nothing sampled: if the program did allocate, its global allocator may be one "
                 "rustc inlined into its callers (defined in the program's own crate, or with "
-                "#[inline] methods), which only debug information can show, and %s has none: "
-                "build it with -g (-C debuginfo=2).\n",
-                t->no_debug_where);
+                "#[inline] methods), where no probe can see it; an allocator in a crate of its "
+                "own is seen.\n");
     if (o->attached)
         fprintf(out, "Allocations made before the probes were attached are unknown: they are "
                      "not in this profile and their frees are ignored.\n");
