@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The public API's lifecycle, configuration, statistics and error functions: argument and
- * size-stamp validation in front of the engine (src/core/engine.c).
+ * The public API's lifecycle, configuration and statistics functions: argument and
+ * size-stamp validation in front of the engine (src/core/engine.c). memprof_strerror() is
+ * in errors.c.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -20,52 +21,6 @@
 
 /* Reads the fields of a size-stamped input struct that the caller's `size` covers. */
 #define FIELD_END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
-
-const char *memprof_strerror(int err)
-{
-    /* Negate in unsigned arithmetic: -INT_MIN would overflow. */
-    unsigned e = err < 0 ? 0u - (unsigned)err : (unsigned)err;
-    switch (e) {
-    case 0u:
-        return "Success";
-    case EINVAL:
-        return "Invalid argument";
-    case EALREADY:
-        return "The profiler is already initialized";
-    case ENOTCONN:
-        return "The profiler is not initialized (call memprof_init first)";
-    case EBUSY:
-        return "Not allowed in the profiler's current state";
-    case ESHUTDOWN:
-        return "The profiler has been shut down";
-    case ENOMEM:
-        return "Out of memory";
-    case ENOTSUP:
-        return "Not supported by this build or process";
-    case EIO:
-        return "Input/output error";
-    case EACCES:
-        return "Permission denied";
-    case ENOENT:
-        return "No such file or directory";
-    case ENOSPC:
-        return "No space left on device";
-    case EEXIST:
-        return "File exists";
-    case EPERM:
-        return "Operation not permitted";
-    default:
-        break;
-    }
-#if HAVE_STRERRORDESC_NP
-    /* Other file errors (EFBIG, EROFS, EISDIR, ...): glibc's static text, unlike strerror()
-     * never a buffer of its own. */
-    const char *desc = e <= INT_MAX ? strerrordesc_np((int)e) : NULL;
-    if (desc)
-        return desc;
-#endif
-    return "Unknown error";
-}
 
 unsigned memprof_version(void)
 {
