@@ -38,8 +38,8 @@ EXCEPTIONS = set()
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([A-Za-z0-9_.]+)"', re.M)
 
 
-def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else "."
+def problems_in(root):
+    """What breaks the rules in the tree at root: one line each."""
     problems, used = [], set()
     for d in sorted(os.listdir(os.path.join(root, "src"))):
         if os.path.isdir(os.path.join(root, "src", d)) and "src/" + d not in ALLOWED:
@@ -66,6 +66,46 @@ def main():
                     problems.append("%s includes %s, outside its layer's rule" % (rel, inc))
     for stale in sorted(set(EXCEPTIONS) - used):
         problems.append("exception no longer needed (remove it): %s includes %s" % stale)
+    return problems
+
+
+def self_test():
+    """The check catches what it is for: a tree of one allowed include and three crossings
+    (export/ into core/, the command into resolve/, an interposer into the engine's header)
+    and a directory of src/ without a row gives exactly those four problems."""
+    import tempfile
+
+    files = {
+        "src/export/ok.c": '#include "export/profile.h"\n#include "common/hash.h"\n',
+        "src/export/bad.c": '#include "core/engine.h"\n',
+        "tools/bad.c": '#include "resolve/demangle.h"\n',
+        "src/interpose/bad.c": '#include "core/engine.h"\n',
+        "src/newlayer/x.c": "",
+    }
+    with tempfile.TemporaryDirectory() as root:
+        for rel, text in files.items():
+            os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+            with open(os.path.join(root, rel), "w", encoding="utf-8") as f:
+                f.write(text)
+        got = problems_in(root)
+    want = [
+        "src/newlayer has no row in ALLOWED (nor in the page's table)",
+        "src/interpose/bad.c includes core/engine.h, outside its layer's rule",
+        "src/export/bad.c includes core/engine.h, outside its layer's rule",
+        "tools/bad.c includes resolve/demangle.h, outside its layer's rule",
+    ]
+    if sorted(got) != sorted(want):
+        print("FAIL: the check itself: expected %r, got %r" % (want, got))
+        return 1
+    print("PASS: the check finds each of %d planted crossings" % len(want))
+    return 0
+
+
+def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
+    root = sys.argv[1] if len(sys.argv) > 1 else "."
+    problems = problems_in(root)
     for p in problems:
         print("FAIL:", p)
     if problems:
