@@ -17,11 +17,14 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "common/mathfn.h"
+
 /* Probability that an allocation of `size` bytes is sampled at mean interval `rate`. */
 static inline double memprof__est_prob(uint64_t size, uint64_t rate)
 {
-    /* -expm1(-x) keeps full precision for tiny x, where 1 - exp(-x) would cancel. */
-    return -expm1(-(double)size / (double)rate);
+    /* -expm1(-x) keeps full precision for tiny x, where 1 - exp(-x) would cancel; the
+     * library's own (mathfn.h): this runs in the sampling path. */
+    return -memprof__expm1(-(double)size / (double)rate);
 }
 
 /* Running sums for one estimate (a whole heap, or one call site). */

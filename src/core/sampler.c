@@ -5,7 +5,7 @@
  */
 #include "core/sampler.h"
 
-#include <math.h>
+#include "common/mathfn.h"
 
 __thread struct memprof_tls memprof__tls __attribute__((tls_model("initial-exec")));
 
@@ -44,9 +44,9 @@ int64_t memprof__sampler_draw(struct memprof_rng *rng, uint64_t mean)
         /* Rate 1: floor(Exp(1)) + 1 still gives p(s) = 1 - e^-s; keep the general path. */
         mean = 1;
     }
-    /* u uniform in (0, 1]: the top 53 bits plus one, scaled, so log(u) is finite. */
+    /* u uniform in (0, 1]: the top 53 bits plus one, scaled, so ln(u) is finite. */
     double u = (double)((memprof__rng_next(rng) >> 11) + 1) * 0x1.0p-53;
-    double c = -log(u) * (double)mean;
+    double c = -memprof__ln(u) * (double)mean;
     if (c >= 9.0e18)
         c = 9.0e18;
     return (int64_t)c + 1;

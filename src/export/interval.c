@@ -4,12 +4,73 @@
  * "Intervals"): the exact Poisson (Garwood) interval of an effective sample count, scaled to
  * bytes, built on the regularized incomplete gamma function and its inverse, implemented
  * here (series and continued fraction, then a safeguarded Newton iteration) so the library
- * needs nothing beyond libm.
+ * needs nothing beyond libm, which it loads when first needed (below).
  */
+#define _GNU_SOURCE /* RTLD_NODELETE */
 #include "export/interval.h"
 
 #include <float.h>
+#include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
+
+/* The libm functions used here, loaded with dlopen() at their first use rather than linked:
+ * linked, libm would be mapped and relocated in every process the preload plugin starts in
+ * (~0.2 ms of CPU each), most of which never write a profile; the sampling path computes what
+ * it needs itself (common/mathfn.h). Only used while building a profile or a view (a user
+ * thread, the plugin's writer), never in a hook or a signal handler. Where libm.so.6 cannot
+ * be loaded (it is part of the C library: only when nothing more can be mapped) every
+ * function returns NaN, which makes the intervals empty rather than wrong. */
+struct libm {
+    double (*exp)(double);
+    double (*log)(double);
+    double (*log1p)(double);
+    double (*erfc)(double);
+    double (*lgamma_r)(double, int *);
+};
+
+/* glibc's libm soname on every architecture but alpha and ia64 (libm.so.6.1). */
+#define LIBM_SONAME "libm.so.6"
+
+static double nan1(double x)
+{
+    (void)x;
+    return NAN;
+}
+
+static double nan2(double x, int *sign)
+{
+    (void)x;
+    *sign = 1;
+    return NAN;
+}
+
+static struct libm libm_fns = {nan1, nan1, nan1, nan1, nan2};
+static pthread_once_t libm_once = PTHREAD_ONCE_INIT;
+
+static void load_libm(void)
+{
+    void *h = dlopen(LIBM_SONAME, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (!h)
+        return;
+    struct libm got;
+    *(void **)&got.exp = dlsym(h, "exp");
+    *(void **)&got.log = dlsym(h, "log");
+    *(void **)&got.log1p = dlsym(h, "log1p");
+    *(void **)&got.erfc = dlsym(h, "erfc");
+    *(void **)&got.lgamma_r = dlsym(h, "lgamma_r");
+    if (got.exp && got.log && got.log1p && got.erfc && got.lgamma_r)
+        libm_fns = got;
+}
+
+static const struct libm *libm(void)
+{
+    pthread_once(&libm_once, load_libm);
+    return &libm_fns;
+}
+
+/* L->exp() and the others below are libm's exp() and so on. */
+#define L libm()
 
 /* Two-sided 95 %: the normal 97.5 % quantile, and -ln(0.025) = ln 40, the Garwood upper bound
  * of a zero count (P(no sample) = e^-mu = 0.025). */
@@ -26,7 +87,7 @@
 static double log_gamma(double a)
 {
     int sign;
-    return lgamma_r(a, &sign);
+    return L->lgamma_r(a, &sign);
 }
 
 double memprof__gamma_p(double a, double x)
@@ -38,7 +99,7 @@ double memprof__gamma_p(double a, double x)
     if (!(a >= DBL_MIN) || isinf(x))
         return 1.0;
     /* x^a e^-x / Gamma(a), the factor both expansions share, in logs to avoid overflow. */
-    double front = exp(a * log(x) - x - log_gamma(a));
+    double front = L->exp(a * L->log(x) - x - log_gamma(a));
     if (x < a + 1.0) {
         /* The series P = front * sum_k x^k / (a (a+1) ... (a+k)): positive terms that fall
          * off once a + k > x, so it converges fast exactly where it is used. */
@@ -96,11 +157,11 @@ static double normal_quantile(double p)
                                3.754408661907416e+00};
     double x;
     if (p < 0.02425) {
-        double q = sqrt(-2.0 * log(p));
+        double q = sqrt(-2.0 * L->log(p));
         x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
             ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
     } else if (p > 1.0 - 0.02425) {
-        double q = sqrt(-2.0 * log1p(-p));
+        double q = sqrt(-2.0 * L->log1p(-p));
         x = -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
             ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
     } else {
@@ -108,8 +169,8 @@ static double normal_quantile(double p)
         x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
             (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0);
     }
-    double e = 0.5 * erfc(-x / M_SQRT2) - p;
-    double u = e * sqrt(2.0 * M_PI) * exp(x * x / 2.0);
+    double e = 0.5 * L->erfc(-x / M_SQRT2) - p;
+    double u = e * sqrt(2.0 * M_PI) * L->exp(x * x / 2.0);
     return x - u / (1.0 + x * u / 2.0);
 }
 
@@ -136,18 +197,18 @@ double memprof__gamma_quantile(double a, double p)
     /* Start: Wilson-Hilferty where it is positive, else the lower tail's leading term,
      * P(a, x) ~ x^a / Gamma(a + 1), good for small x (small a, small p). */
     double x0 = wilson_hilferty(a, z);
-    double t_small = (log(p) + log_gamma(a + 1.0)) / a;
-    if (t_small < log(DBL_MIN) && p < 0.5)
+    double t_small = (L->log(p) + log_gamma(a + 1.0)) / a;
+    if (t_small < L->log(DBL_MIN) && p < 0.5)
         return 0.0; /* the quantile is below the smallest normal double */
-    double t = x0 > 0.0 ? log(x0) : t_small > -745.0 ? t_small : -745.0;
+    double t = x0 > 0.0 ? L->log(x0) : t_small > -745.0 ? t_small : -745.0;
     /* Bracket the root by stepping out a factor e at a time. */
     double tl = t, th = t;
-    double g = memprof__gamma_p(a, exp(t)) - p;
+    double g = memprof__gamma_p(a, L->exp(t)) - p;
     if (g < 0.0) {
-        while (th < 710.0 && memprof__gamma_p(a, exp(th)) < p)
+        while (th < 710.0 && memprof__gamma_p(a, L->exp(th)) < p)
             th += 1.0;
     } else {
-        while (tl > -745.0 && memprof__gamma_p(a, exp(tl)) >= p)
+        while (tl > -745.0 && memprof__gamma_p(a, L->exp(tl)) >= p)
             tl -= 1.0;
         if (tl <= -745.0)
             return 0.0;
@@ -157,7 +218,7 @@ double memprof__gamma_quantile(double a, double p)
             tl = t;
         else
             th = t;
-        double slope = exp(a * t - exp(t) - lga);
+        double slope = L->exp(a * t - L->exp(t) - lga);
         double next = slope > 0.0 ? t - g / slope : NAN;
         if (!(next > tl && next < th)) /* also NAN: no usable slope */
             next = 0.5 * (tl + th);
@@ -165,11 +226,11 @@ double memprof__gamma_quantile(double a, double p)
         t = next;
         if (step < 1e-14 * (1.0 + fabs(t)) || th - tl < 1e-14 * (1.0 + fabs(t)))
             break;
-        g = memprof__gamma_p(a, exp(t)) - p;
+        g = memprof__gamma_p(a, L->exp(t)) - p;
         if (g == 0.0)
             break;
     }
-    return exp(t);
+    return L->exp(t);
 }
 
 /* Rounds a non-negative estimate to a whole number, as estimate.h's memprof__est_round()

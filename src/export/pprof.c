@@ -482,7 +482,12 @@ static int64_t round64(double v)
 {
     if (!(v > 0.0)) /* also NaN */
         return 0;
-    return v >= 9.2e18 ? INT64_MAX : (int64_t)llround(v);
+    if (v >= 9.2e18)
+        return INT64_MAX;
+    /* llround() by hand (halves away from zero), which would be libm's: v - trunc(v) is
+     * exact. */
+    int64_t t = (int64_t)v;
+    return v - (double)t >= 0.5 ? t + 1 : t;
 }
 
 static int64_t sd_of(double var)

@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the sampling path's own logarithm and exp(x) - 1 (src/common/mathfn.h), which
+ * replace libm's there: within 2 units in the last place of libm's over the ranges the
+ * profiler uses them on (the sampler's uniform draws in (0, 1], sizes over rates from 2^-60 to
+ * 2^64) and beyond, exact at the points where the answer is exact, and right at the edges
+ * (zero, tiny arguments, the underflow to -1, overflow, NaN).
+ */
+#include <math.h>
+
+#include "common/mathfn.h"
+#include "test.h"
+
+/* |got - want| in units of want's last place. */
+static double ulps(double got, double want)
+{
+    if (got == want)
+        return 0.0;
+    return fabs(got - want) / fabs(nextafter(want, INFINITY) - want);
+}
+
+static uint64_t rng_state = 0x853c49e6748fea9bull;
+
+/* Uniform in [0, 1). */
+static double uniform(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) * 0x1p-53;
+}
+
+static void test_ln_is_within_an_ulp_of_libm(void)
+{
+    double worst = 0.0, at = 0.0;
+    for (int i = 0; i < 2000000; i++) {
+        /* Log-uniform over [2^-1074, 2^1000]: subnormals, the sampler's (0, 1], big values. */
+        double x = ldexp(1.0 + uniform(), (int)(uniform() * 2074.0) - 1074);
+        double u = ulps(memprof__ln(x), log(x));
+        if (u > worst) {
+            worst = u;
+            at = x;
+        }
+    }
+    printf("  ln: worst %.2f ulp at %a\n", worst, at);
+    EXPECT(worst <= 1.0);
+}
+
+static void test_ln_of_the_samplers_draws(void)
+{
+    /* The sampler's u: (k + 1) 2^-53 for a 53-bit k; the smallest and the largest. */
+    EXPECT(ulps(memprof__ln(0x1p-53), log(0x1p-53)) <= 1.0);
+    EXPECT(memprof__ln(1.0) == 0.0);
+    EXPECT(ulps(memprof__ln(1.0 - 0x1p-53), log(1.0 - 0x1p-53)) <= 1.0);
+    EXPECT(memprof__ln(2.0) == M_LN2);
+    EXPECT(memprof__ln(0.0) == -INFINITY);
+    EXPECT(isnan(memprof__ln(-1.0)));
+    EXPECT(isnan(memprof__ln(NAN)));
+}
+
+static void test_expm1_is_within_two_ulps_of_libm(void)
+{
+    double worst = 0.0, at = 0.0;
+    for (int i = 0; i < 2000000; i++) {
+        /* Either sign, magnitudes 2^-70 to 2^9.47 (709): tiny sizes over rates, the reduced
+         * range, past the -1 limit, up to overflow. */
+        double x =
+            (uniform() < 0.5 ? -1.0 : 1.0) * ldexp(1.0 + uniform(), (int)(uniform() * 79.0) - 70);
+        if (x > 709.0)
+            x = 709.0;
+        double u = ulps(memprof__expm1(x), expm1(x));
+        if (u > worst) {
+            worst = u;
+            at = x;
+        }
+    }
+    printf("  expm1: worst %.2f ulp at %a\n", worst, at);
+    EXPECT(worst <= 2.0);
+}
+
+static void test_expm1_edges(void)
+{
+    EXPECT(memprof__expm1(0.0) == 0.0);
+    EXPECT(memprof__expm1(-0x1p-60) == -0x1p-60); /* exp(x) - 1 = x to rounding */
+    EXPECT(memprof__expm1(-41.0) == -1.0);
+    EXPECT(memprof__expm1(-1e300) == -1.0);
+    EXPECT(memprof__expm1(710.0) == INFINITY);
+    EXPECT(ulps(memprof__expm1(709.78), expm1(709.78)) <= 2.0);
+    EXPECT(isnan(memprof__expm1(NAN)));
+    /* A sample's probability at the default rate for 1 byte and for 64 GiB. */
+    EXPECT(ulps(-memprof__expm1(-1.0 / 524288), -expm1(-1.0 / 524288)) <= 1.0);
+    EXPECT(-memprof__expm1(-(double)(64ull << 30) / 524288) == 1.0);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct test_case cases[] = {
+        TEST_CASE(test_ln_is_within_an_ulp_of_libm),
+        TEST_CASE(test_ln_of_the_samplers_draws),
+        TEST_CASE(test_expm1_is_within_two_ulps_of_libm),
+        TEST_CASE(test_expm1_edges),
+    };
+    return TEST_MAIN(cases, false);
+}
