@@ -469,15 +469,18 @@ static void set_u64(VALUE hash, const char *key, unsigned long long v)
     rb_hash_aset(hash, ID2SYM(rb_intern(key)), ULL2NUM(v));
 }
 
+/* The statistics' counters, each read alone: nothing is ordered with them. */
+#define COUNT(counter) atomic_load_explicit(&(counter), memory_order_relaxed)
+
 void mp_frames_stats(VALUE hash)
 {
-    set_u64(hash, "ruby_frames_interned", atomic_load(&entry_count));
-    set_u64(hash, "ruby_captures", atomic_load(&n_captures));
-    set_u64(hash, "ruby_captures_without_gvl", atomic_load(&n_no_gvl));
-    set_u64(hash, "ruby_captures_in_gc", atomic_load(&n_in_gc));
-    set_u64(hash, "ruby_captures_busy", atomic_load(&n_busy));
-    set_u64(hash, "ruby_captures_after_vm_end", atomic_load(&n_after_vm));
-    set_u64(hash, "ruby_frame_table_full", atomic_load(&n_table_full));
+    set_u64(hash, "ruby_frames_interned", COUNT(entry_count));
+    set_u64(hash, "ruby_captures", COUNT(n_captures));
+    set_u64(hash, "ruby_captures_without_gvl", COUNT(n_no_gvl));
+    set_u64(hash, "ruby_captures_in_gc", COUNT(n_in_gc));
+    set_u64(hash, "ruby_captures_busy", COUNT(n_busy));
+    set_u64(hash, "ruby_captures_after_vm_end", COUNT(n_after_vm));
+    set_u64(hash, "ruby_frame_table_full", COUNT(n_table_full));
     rb_hash_aset(hash, ID2SYM(rb_intern("ruby_eval_loop")), rb_str_new_cstr(eval_how));
     rb_hash_aset(hash, ID2SYM(rb_intern("ruby_frame_source")), INT2NUM(source_id));
 }
