@@ -13,7 +13,9 @@
  * direct calls of the allocator's GlobalAlloc methods: those are probed too, by their
  * demangled names "<A as core::alloc::global::GlobalAlloc>::alloc" and so on, when the
  * allocator comes from another crate (as allocator crates do), where they are global
- * symbols with the Rust ABI.
+ * symbols with the Rust ABI. An allocator in the program's own crate is inlined, or left
+ * as local functions whose arguments rustc may have moved: only the debug information
+ * shows those (dwarfscan.c).
  *
  * Frame pointers: on x86-64 a function that keeps one starts with `push %rbp; mov %rsp,%rbp`
  * (after an `endbr64` under CET). The command reads the first bytes of the functions that
@@ -161,8 +163,10 @@ static void read_rustc_layout(Elf *e, size_t shstrndx, struct memprof_ebpf_elf *
             const char *str = (const char *)d->d_buf + off;
             size_t len = strnlen(str, d->d_size - off);
             unsigned minor;
-            if (sscanf(str, "rustc version 1.%u", &minor) == 1)
+            if (sscanf(str, "rustc version 1.%u", &minor) == 1) {
                 out->layout_align_first = minor >= 67;
+                out->rustc = true;
+            }
             off += len + 1;
         }
     }

@@ -47,6 +47,7 @@ struct memprof_ebpf_elf {
      * the file (its .comment; rustc 1.67 and later put the alignment, the field with a
      * niche, first). */
     bool layout_align_first;
+    bool rustc; /* .comment names rustc: a Rust program or library */
 };
 
 /* Reads `path`: with `libc`, the malloc family it defines; the Rust shims (__rust_alloc &

@@ -15,6 +15,11 @@
  * each free of a sampled block is one record in a ring buffer. Nothing is lost silently:
  * every drop is counted (events.h).
  *
+ * Sites the debug information found (dwarfscan.c: a Rust global allocator rustc inlined
+ * into its callers, or left out of line with its arguments moved) share one program,
+ * site_entry, which reads the size and the block's address where the site's descriptor
+ * says (events.h).
+ *
  * No kernel structure is read, so the program needs no BTF of the kernel (no CO-RE): the
  * registers come from the user-space view of pt_regs.
  */
@@ -48,6 +53,10 @@ struct thread_state {
      * back if the realloc fails. */
     __u64 old_serial, old_size;
     __u32 old_tid, old_taken;
+    /* A sample taken at an inlined allocation (site pending_site) whose block's address
+     * its RESULT site will read. */
+    __u64 pending_serial, pending_size;
+    __u32 pending_site, pad2;
 };
 
 struct live_sample {
@@ -89,6 +98,15 @@ struct {
     __type(key, __u32);
     __type(value, __u64);
 } serials SEC(".maps");
+
+/* Descriptors of the probe sites the debug information found (dwarfscan.c), filled by the
+ * command; a site's probe carries its index as the cookie. */
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, MEMPROF_EBPF_MAX_SITES);
+    __type(key, __u32);
+    __type(value, struct memprof_ebpf_site);
+} sites SEC(".maps");
 
 static __always_inline void count(__u32 which)
 {
@@ -213,23 +231,26 @@ static __always_inline void free_block(__u64 ptr)
 }
 
 /* The outermost call returned block `ptr` of `size` bytes: charge the countdown and, when
- * it runs out, record the sample with the stack as the caller sees it. */
-static __always_inline void allocated(void *ctx, struct thread_state *t, __u64 ptr, __u64 size)
+ * it runs out, record the sample with the stack as the caller sees it. With `known_ptr`
+ * false (an inlined allocator: the block's address is never seen) the sample is recorded
+ * but not put in the live map, so no free can end it. */
+static __always_inline __u64 allocated_at(void *ctx, struct thread_state *t, __u64 ptr, __u64 size,
+                                          int known_ptr)
 {
     t->countdown -= (__s64)size;
-    if (t->countdown > 0 || !ptr || !size)
-        return;
+    if (t->countdown > 0 || (known_ptr && !ptr) || !size)
+        return 0;
     t->countdown = draw_countdown();
     count(MEMPROF_EBPF_SAMPLES);
     __u32 zero = 0;
     __u64 *next = bpf_map_lookup_elem(&serials, &zero);
     if (!next)
-        return;
+        return 0;
     __u64 serial = __sync_fetch_and_add(next, 1) + 1;
     struct memprof_ebpf_event *e = bpf_ringbuf_reserve(&events, sizeof *e, 0);
     if (!e) {
         count(MEMPROF_EBPF_DROP_RING_FULL);
-        return;
+        return 0;
     }
     e->kind = MEMPROF_EBPF_ALLOC;
     e->tid = (__u32)bpf_get_current_pid_tgid();
@@ -245,12 +266,18 @@ static __always_inline void allocated(void *ctx, struct thread_state *t, __u64 p
         e->nframes = (__s32)(n / sizeof(__u64));
     }
     struct live_sample s = {.serial = serial, .size = size, .tid = e->tid};
-    if (bpf_map_update_elem(&live, &ptr, &s, BPF_ANY) != 0) {
+    if (known_ptr && bpf_map_update_elem(&live, &ptr, &s, BPF_ANY) != 0) {
         count(MEMPROF_EBPF_DROP_MAP_FULL);
         bpf_ringbuf_discard(e, 0);
-        return;
+        return 0;
     }
     bpf_ringbuf_submit(e, 0);
+    return serial;
+}
+
+static __always_inline void allocated(void *ctx, struct thread_state *t, __u64 ptr, __u64 size)
+{
+    allocated_at(ctx, t, ptr, size, 1);
 }
 
 /* ---- libc and the Rust shims: entries --------------------------------------------------- */
@@ -394,6 +421,190 @@ int BPF_KPROBE(free_entry, __u64 ptr)
 {
     if (is_target())
         free_block(ptr);
+    return 0;
+}
+
+/* ---- sites the debug information found (dwarfscan.c) ------------------------------------ */
+
+/* The user-space registers as a uprobe's context holds them. */
+#if defined(__TARGET_ARCH_arm64)
+typedef struct user_pt_regs user_regs;
+#else
+typedef struct pt_regs user_regs;
+#endif
+
+/* DWARF register `r` of the probed thread, from a copy of its registers (the verifier
+ * refuses a context access at an offset chosen at run time). */
+static __always_inline int read_reg(const user_regs *regs, __u32 r, __u64 *v)
+{
+#if defined(__TARGET_ARCH_x86)
+    switch (r) {
+    case 0:
+        *v = regs->rax;
+        return 0;
+    case 1:
+        *v = regs->rdx;
+        return 0;
+    case 2:
+        *v = regs->rcx;
+        return 0;
+    case 3:
+        *v = regs->rbx;
+        return 0;
+    case 4:
+        *v = regs->rsi;
+        return 0;
+    case 5:
+        *v = regs->rdi;
+        return 0;
+    case 6:
+        *v = regs->rbp;
+        return 0;
+    case 7:
+        *v = regs->rsp;
+        return 0;
+    case 8:
+        *v = regs->r8;
+        return 0;
+    case 9:
+        *v = regs->r9;
+        return 0;
+    case 10:
+        *v = regs->r10;
+        return 0;
+    case 11:
+        *v = regs->r11;
+        return 0;
+    case 12:
+        *v = regs->r12;
+        return 0;
+    case 13:
+        *v = regs->r13;
+        return 0;
+    case 14:
+        *v = regs->r14;
+        return 0;
+    case 15:
+        *v = regs->r15;
+        return 0;
+    }
+#elif defined(__TARGET_ARCH_arm64)
+    if (r < 31) {
+        *v = regs->regs[r & 31];
+        return 0;
+    }
+    if (r == 31) {
+        *v = regs->sp;
+        return 0;
+    }
+#endif
+    return -1;
+}
+
+/* A value where the site's descriptor says it is; -1 when it cannot be read. */
+static __always_inline int read_loc(const user_regs *regs, const struct memprof_ebpf_loc *l,
+                                    __u64 *v)
+{
+    __u64 r;
+    switch (l->kind) {
+    case MEMPROF_EBPF_LOC_CONST:
+        *v = (__u64)l->value;
+        return 0;
+    case MEMPROF_EBPF_LOC_REG:
+        if (read_reg(regs, l->reg, &r))
+            return -1;
+        *v = r + (__u64)l->value;
+        return 0;
+    case MEMPROF_EBPF_LOC_MEM:
+        if (read_reg(regs, l->reg, &r))
+            return -1;
+        return bpf_probe_read_user(v, sizeof *v, (void *)(r + (__u64)l->value)) ? -1 : 0;
+    }
+    return -1;
+}
+
+/* The thread's state when no probed call is running on it (an inlined site counts only
+ * then: inside a probed function the outer call counts); NULL otherwise. The depth is not
+ * raised: an inlined site has no return. */
+static __always_inline struct thread_state *at_depth_zero(void)
+{
+    if (!is_target())
+        return NULL;
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+    if (!t) {
+        struct thread_state fresh = {.countdown = draw_countdown()};
+        bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST);
+        t = bpf_map_lookup_elem(&threads, &tid);
+    }
+    return t && t->depth == 0 ? t : NULL;
+}
+
+SEC("uprobe")
+int site_entry(void *ctx)
+{
+    __u32 idx = (__u32)bpf_get_attach_cookie(ctx);
+    struct memprof_ebpf_site *s = bpf_map_lookup_elem(&sites, &idx);
+    if (!s)
+        return 0;
+    if (!is_target())
+        return 0;
+    user_regs regs;
+    if (bpf_probe_read_kernel(&regs, sizeof regs, ctx))
+        return 0;
+    __u64 size = 0, ptr = 0;
+    if (s->kind == MEMPROF_EBPF_SITE_RESULT) {
+        __u32 tid = (__u32)bpf_get_current_pid_tgid();
+        struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
+        if (!t || !t->pending_serial || t->pending_site != s->entry)
+            return 0;
+        __u64 serial = t->pending_serial;
+        t->pending_serial = 0;
+        if (read_loc(&regs, &s->ptr, &ptr) || !ptr) {
+            count(MEMPROF_EBPF_NO_ADDRESS);
+            return 0;
+        }
+        struct live_sample ls = {.serial = serial, .size = t->pending_size, .tid = tid};
+        if (bpf_map_update_elem(&live, &ptr, &ls, BPF_ANY) != 0)
+            count(MEMPROF_EBPF_FREE_LOST);
+        return 0;
+    }
+    if (s->kind == MEMPROF_EBPF_SITE_FREE) {
+        if (read_loc(&regs, &s->ptr, &ptr) == 0)
+            free_block(ptr);
+        return 0;
+    }
+    if (read_loc(&regs, &s->size, &size))
+        return 0;
+    if (s->kind == MEMPROF_EBPF_SITE_REALLOC && read_loc(&regs, &s->ptr, &ptr))
+        ptr = 0;
+    if (!s->inlined) {
+        /* Out of line: its return probe (alloc_return) finishes it. */
+        struct thread_state *t = enter();
+        if (!t)
+            return 0;
+        if (s->kind == MEMPROF_EBPF_SITE_REALLOC)
+            realloc_begin(t, ptr, size);
+        else
+            begin(t, CALL_ALLOC, size);
+        return 0;
+    }
+    struct thread_state *t = at_depth_zero();
+    if (!t)
+        return 0;
+    count(MEMPROF_EBPF_CALLS);
+    if (s->kind == MEMPROF_EBPF_SITE_REALLOC)
+        free_block(ptr);
+    __u64 serial = allocated_at(ctx, t, 0, size, 0);
+    if (!serial)
+        return 0;
+    if (!s->has_result || t->pending_serial)
+        count(MEMPROF_EBPF_NO_ADDRESS); /* this one, or the one whose result never came */
+    if (s->has_result) {
+        t->pending_serial = serial;
+        t->pending_size = size;
+        t->pending_site = idx;
+    }
     return 0;
 }
 

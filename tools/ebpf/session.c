@@ -30,6 +30,7 @@ struct memprof_ebpf_session {
     size_t nlinks;
     int (*cb)(void *ctx, const struct memprof_ebpf_event *e);
     void *ctx;
+    uint32_t nsites; /* entries of the `sites` map in use */
 };
 
 static int quiet_print(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -149,6 +150,40 @@ int memprof__ebpf_session_attach(struct memprof_ebpf_session *s, const char *pat
             continue;
         attached++;
     }
+    return attached ? attached : err;
+}
+
+int memprof__ebpf_session_attach_sites(struct memprof_ebpf_session *s, const char *path,
+                                       const struct memprof_ebpf_dwarf *dw)
+{
+    pid_t pid = (pid_t)s->skel->rodata->target_tgid;
+    int attached = 0, err = -ENOENT, fd = bpf_map__fd(s->skel->maps.sites);
+    /* The file's sites take the next indices in the map, in their order, so that a RESULT
+     * site finds its allocation's index as base + its own `entry`. */
+    uint32_t base = s->nsites;
+    if (dw->nsites > MEMPROF_EBPF_MAX_SITES - base)
+        return -E2BIG;
+    for (size_t i = 0; i < dw->nsites; i++) {
+        const struct memprof_ebpf_dwsite *site = &dw->sites[i];
+        uint32_t idx = base + (uint32_t)i;
+        struct memprof_ebpf_site desc = site->desc;
+        if (desc.kind == MEMPROF_EBPF_SITE_RESULT)
+            desc.entry += base;
+        if (bpf_map_update_elem(fd, &idx, &desc, BPF_ANY) != 0) {
+            err = -errno;
+            continue;
+        }
+        /* An out-of-line function returns: its return probe first, as in attach(). */
+        bool ret = !desc.inlined && desc.kind != MEMPROF_EBPF_SITE_FREE;
+        if (ret &&
+            (err = add_link(s, s->skel->progs.alloc_return, true, pid, path, site->offset, 0)) != 0)
+            continue;
+        if ((err = add_link(s, s->skel->progs.site_entry, false, pid, path, site->offset, idx)) !=
+            0)
+            continue;
+        attached++;
+    }
+    s->nsites = base + (uint32_t)dw->nsites;
     return attached ? attached : err;
 }
 

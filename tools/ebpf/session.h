@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "dwarfscan.h"
 #include "elfscan.h"
 #include "events.h"
 
@@ -27,6 +28,12 @@ int memprof__ebpf_session_open(pid_t pid, uint64_t rate, uint32_t live_entries,
  * can open). Returns how many were attached, or a negative errno when none could be. */
 int memprof__ebpf_session_attach(struct memprof_ebpf_session *s, const char *path,
                                  const struct memprof_ebpf_elf *elf);
+
+/* Attaches the uprobes of the sites the debug information found in `path` (dwarfscan.h),
+ * each with its descriptor in the program's `sites` map. Returns how many were attached,
+ * or a negative errno when none could be. */
+int memprof__ebpf_session_attach_sites(struct memprof_ebpf_session *s, const char *path,
+                                       const struct memprof_ebpf_dwarf *dw);
 
 /* Waits up to `timeout_ms` for records and hands each to `cb` (which returns 0, or a
  * negative errno that stops the poll). Returns how many were handled or a negative errno. */

@@ -15,11 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "api/values.h"
 #include "cli.h"
+#include "dwarfscan.h"
 #include "ebpf_cli.h"
 #include "elfscan.h"
 #include "offline/symbolize.h"
@@ -40,6 +42,10 @@ struct memprof_ebpf_trace {
     int record_err;
     unsigned libc_probes, rust_probes;
     char libc_where[256], rust_where[256];
+    /* Sites from the debug information (dwarfscan.h): how many, how many inlined, how
+     * many found but unreadable or over the budget; Rust files without debug info. */
+    unsigned dw_sites, dw_inlined, dw_skipped;
+    char dw_where[256];
     char no_free_where[256]; /* files with a GlobalAlloc::alloc but no ::dealloc */
     /* The functions that called the allocator (each stack's first), checked for frame
      * pointers at the end. */
@@ -65,6 +71,48 @@ static void note_where(char *buf, size_t size, const char *path)
     size_t len = strlen(buf);
     if (len + 1 < size)
         snprintf(buf + len, size - len, "%s%s", len ? ", " : "", base_name(path));
+}
+
+/* Each probe is a file descriptor, and a Rust program whose allocator was inlined may
+ * have thousands of sites: the soft limit goes up to the hard one. */
+static void raise_file_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+/* The Rust allocator entry points only the debug information of `path` knows: rustc
+ * inlined the global allocator into its callers, or left its methods as local functions
+ * whose arguments it may have moved. */
+static void attach_dwarf_sites(struct memprof_ebpf_trace *t, const char *path,
+                               const struct memprof_ebpf_elf *elf)
+{
+    struct memprof_ebpf_dwarf dw;
+    if (memprof__ebpf_dwarf_scan(path, elf, MEMPROF_EBPF_MAX_SITES - t->dw_sites, &dw) != 0)
+        return;
+    t->dw_skipped += (unsigned)(dw.unreadable + dw.over_budget);
+    const char *debug = getenv("MEMPROF_EBPF_DEBUG");
+    for (size_t i = 0; debug && *debug == '1' && i < dw.nsites; i++) {
+        const struct memprof_ebpf_site *d = &dw.sites[i].desc;
+        fprintf(stderr,
+                "memprof: %s: site %zu at file offset %#" PRIx64 ": kind %u%s%s (entry %u), "
+                "size loc %u/%u/%" PRId64 ", ptr loc %u/%u/%" PRId64 "\n",
+                base_name(path), i, dw.sites[i].offset, d->kind, d->inlined ? " inlined" : "",
+                d->has_result ? " with result" : "", d->entry, d->size.kind, d->size.reg,
+                (int64_t)d->size.value, d->ptr.kind, d->ptr.reg, (int64_t)d->ptr.value);
+    }
+    int n = dw.nsites ? memprof__ebpf_session_attach_sites(t->session, path, &dw) : 0;
+    if (dw.frees_unseen)
+        note_where(t->no_free_where, sizeof t->no_free_where, path);
+    if (n > 0) {
+        t->dw_sites += (unsigned)n;
+        t->dw_inlined += (unsigned)dw.inlined;
+        note_where(t->dw_where, sizeof t->dw_where, path);
+    }
+    memprof__ebpf_dwarf_free(&dw);
 }
 
 int memprof__ebpf_trace_start(const char *cmd, pid_t pid, uint64_t rate,
@@ -100,10 +148,13 @@ int memprof__ebpf_trace_start(const char *cmd, pid_t pid, uint64_t rate,
         free(t);
         return CLI_EXIT_FAILURE;
     }
+    raise_file_limit();
     for (unsigned i = 0; i < nfiles; i++) {
         struct memprof_ebpf_elf elf;
         if (memprof__ebpf_elf_scan(files[i].path, files[i].libc, &elf) != 0)
             continue;
+        if (elf.rustc)
+            attach_dwarf_sites(t, files[i].path, &elf);
         int n = memprof__ebpf_session_attach(t->session, files[i].path, &elf);
         if (n <= 0)
             continue;
@@ -113,7 +164,7 @@ int memprof__ebpf_trace_start(const char *cmd, pid_t pid, uint64_t rate,
             ga_alloc += elf.probes[k].kind == MEMPROF_EBPF_PROBE_GA_ALLOC;
             ga_free += elf.probes[k].kind == MEMPROF_EBPF_PROBE_GA_DEALLOC;
         }
-        if (ga_alloc && !ga_free)
+        if (ga_alloc && !ga_free && !strstr(t->no_free_where, base_name(files[i].path)))
             note_where(t->no_free_where, sizeof t->no_free_where, files[i].path);
         if (libc) {
             t->libc_probes += libc;
@@ -124,7 +175,7 @@ int memprof__ebpf_trace_start(const char *cmd, pid_t pid, uint64_t rate,
             note_where(t->rust_where, sizeof t->rust_where, files[i].path);
         }
     }
-    if (!t->libc_probes && !t->rust_probes) {
+    if (!t->libc_probes && !t->rust_probes && !t->dw_sites) {
         memprof_cli_error("%s --ebpf: found no allocator entry point to probe (malloc & co. or "
                           "the Rust allocator shims) in %s%s",
                           cmd, nfiles ? files[0].path : "the process",
@@ -214,19 +265,38 @@ static void notes(const struct memprof_ebpf_trace *t, const struct memprof_ebpf_
     if (t->rust_probes)
         fprintf(out, "%s %u Rust allocator entry points (%s)", t->libc_probes ? ";" : "",
                 t->rust_probes, t->rust_where);
+    if (t->dw_sites)
+        fprintf(out, "%s %u Rust allocator sites from debug information (%s)",
+                t->libc_probes || t->rust_probes ? ";" : "", t->dw_sites, t->dw_where);
     fprintf(out, "; %" PRIu64 " allocator calls seen, %" PRIu64 " sampled\n", c[MEMPROF_EBPF_CALLS],
             c[MEMPROF_EBPF_SAMPLES]);
+    if (c[MEMPROF_EBPF_NO_ADDRESS])
+        fprintf(out,
+                "Rust blocks without an address: %" PRIu64 " samples were taken where rustc "
+                "inlined the global allocator and the debug information does not say where the "
+                "block's address went: they count as live until the end (the allocated view is "
+                "right; the live and leak views overstate them). An allocator whose methods are "
+                "#[inline(never)] is seen whole.\n",
+                c[MEMPROF_EBPF_NO_ADDRESS]);
+    if (t->dw_skipped)
+        fprintf(out,
+                "Rust allocator sites skipped: %u found in the debug information where it does "
+                "not say where the size is (or beyond %u sites): allocations there are not "
+                "counted.\n",
+                t->dw_skipped, MEMPROF_EBPF_MAX_SITES);
     if (t->no_free_where[0])
         fprintf(out,
-                "Rust frees unseen: %s has its global allocator's alloc but no dealloc to "
-                "probe (rustc inlined it): its sampled blocks count as live until the end.\n",
+                "Rust frees unseen: in %s, rustc inlined the global allocator's dealloc where "
+                "nothing shows the block's address (an allocator that ignores it, as a bump "
+                "allocator does): sampled blocks count as live until the end.\n",
                 t->no_free_where);
-    if (t->rust_probes && !c[MEMPROF_EBPF_SAMPLES])
+    if (t->rust_probes && !c[MEMPROF_EBPF_SAMPLES] && !t->dw_sites)
         fprintf(out,
                 "Nothing sampled: if the program did allocate, its global allocator may be one "
                 "rustc inlined into its callers (defined in the program's own crate, or with "
-                "#[inline] methods), where no probe can see it; an allocator in a crate of its "
-                "own is seen.\n");
+                "#[inline] methods), which only debug information shows, and %s has none about "
+                "it: build with -g (-C debuginfo=2).\n",
+                t->rust_where);
     if (o->attached)
         fprintf(out, "Allocations made before the probes were attached are unknown: they are "
                      "not in this profile and their frees are ignored.\n");
