@@ -31,7 +31,7 @@
 #include <elfutils/libdw.h>
 #include <gelf.h>
 
-#include "resolve/demangle.h"
+#include "offline/offline.h"
 
 enum entry {
     ENTRY_NONE,
@@ -102,7 +102,7 @@ static enum entry classify(Dwarf_Die *die)
         link = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a));
     if (!link || (!strstr(link, "GlobalAlloc") && !strstr(link, "__r")))
         return ENTRY_NONE;
-    char *d = memprof__demangle(link);
+    char *d = memprof__offline_demangle(link);
     const char *name = d ? d : link;
     enum entry e = ENTRY_NONE;
     const char *ga = strstr(name, GA_IMPL);
