@@ -188,6 +188,32 @@ MEMPROF_API int memprof_init_config(const memprof_config *cfg);
 
 /**
  * @brief **memprof_start()** starts sampling allocations (INITIALIZED or STOPPED → ACTIVE).
+ *
+ * What the first start does to the process, unless the preload plugin of `memprof run`
+ * (which intercepts the same calls from the program's start) is loaded:
+ * - **Intercepted calls.** It rewrites the global offset table slots through which every
+ *   loaded object, libc included, calls `malloc`, `free`, `calloc`, `realloc`,
+ *   `reallocarray`, `posix_memalign`, `aligned_alloc`, `memalign`, `valloc`, `pvalloc`,
+ *   `dlopen` (so objects loaded later are rewritten too; the search for them is unchanged),
+ *   `prctl` and `syscall` (to see a seccomp filter being installed, before which the profiler
+ *   makes its system calls), and `mlockall` where libc has it. The dynamic loader and this
+ *   library are not rewritten. Frees of blocks allocated before the start arrive and cost
+ *   one check. memprof_stop() and memprof_shutdown() leave the slots rewritten; the calls
+ *   then pass straight through.
+ * - **Memory.** The tables memprof_init() mapped take memory as samples arrive. Sampled
+ *   blocks come from a sample heap the library maps, page by page as its blocks need, in a
+ *   window of address space it chooses at random, never over an existing mapping, at rates
+ *   of 64 pages or more (the default's case); at lower rates, or with
+ *   `MEMPROF_SAMPLE_HEAP=0`, from libc.
+ * - **Environment.** The start reads `MEMPROF_SAMPLE_HEAP`; the writers read
+ *   `MEMPROF_WRAPPERS` and `MEMPROF_NATIVE`, the symbolizer `MEMPROF_DEBUGINFOD` (the
+ *   user guide lists them). The other `MEMPROF_*` variables are the preload plugin's.
+ * - **fork().** The child inherits the profiler as the parent had it: rewritten slots, the
+ *   engine's state, and the samples of the blocks it inherits, which stay live until the
+ *   child frees them. Sampling goes on in the forking thread with a random sequence of its
+ *   own. The child writes no profile by itself; it profiles through this API as the parent
+ *   does.
+ *
  * @return 0 on success; #MEMPROF_JOINED if already active for `memprof run` or `memprof
  *         attach`; `-ENOTCONN` before init; `-EBUSY` if already active otherwise; `-ESHUTDOWN`
  *         after shutdown; `-ENOTSUP` if no interposition backend is available in the process.
