@@ -754,81 +754,58 @@ static int decode_label(struct reader *r, struct view v, struct rsample *s)
     return 0;
 }
 
-/* Decodes sample i: values, labels and (when refs is set) its location indexes. Pass 1
- * (refs == NULL) counts references and frames and checks every id; pass 2 stores them. */
-static int decode_sample(struct reader *r, size_t i, size_t *nrefs, size_t *nframes)
+/* A sample's location_id field f (packed or one varint): pass 1 (`store` false) checks every
+ * id and counts its references and frames into s; pass 2 stores the location indexes at
+ * r->refs[*nrefs...]. */
+static int decode_sample_locations(struct reader *r, const struct memprof_pb_field *f,
+                                   struct rsample *s, bool store, size_t *nrefs)
 {
-    struct memprof_pb_reader pr = {r->samples_v[i].p, r->samples_v[i].p + r->samples_v[i].n};
-    struct memprof_pb_field f;
-    const char *why = NULL;
-    struct rsample *s = &r->samples[i];
-    size_t nvalues = 0, nlabels = 0;
-    uint64_t values[MAX_SAMPLE_TYPES];
-    int more;
-    bool store = r->refs != NULL;
-    if (!store)
-        *s = (struct rsample){.first_ref = *nrefs};
-    while ((more = memprof__pb_next(&pr, &f, &why)) == 1) {
-        size_t cnt;
-        if (f.number == 1) {
-            if (memprof__pb_count_varints(&f, &cnt) != 0)
-                return fail(r, "malformed sample.location_id");
-            if (cnt > MAX_STACK_FRAMES - s->nrefs ||
-                (store && cnt > s->nrefs - (*nrefs - s->first_ref)))
-                return fail(r, "sample with more than %zu locations", MAX_STACK_FRAMES);
-            uint64_t ids[64];
-            /* Decode in small batches into a stack buffer: the view is already validated. A
-             * VARINT field has no data (and NULL + 0 is undefined). */
-            struct memprof_pb_reader vr = {NULL, NULL};
-            if (f.wire == MEMPROF_PB_LEN)
-                vr = (struct memprof_pb_reader){f.data, f.data + f.len};
-            for (size_t done = 0; done < cnt;) {
-                size_t batch = cnt - done < 64 ? cnt - done : 64;
-                if (f.wire == MEMPROF_PB_VARINT) {
-                    ids[0] = f.value;
-                } else {
-                    for (size_t k = 0; k < batch; k++)
-                        if (memprof__pb_read_varint(&vr, &ids[k]) != 0)
-                            return fail(r, "malformed sample.location_id");
-                }
-                for (size_t k = 0; k < batch; k++) {
-                    uint32_t loc = idmap_find(&r->loc_ids, ids[k]);
-                    if (!loc)
-                        return fail(r, "sample refers to location id %llu, which does not exist",
-                                    (unsigned long long)ids[k]);
-                    const struct rloc *l = &r->locs[loc - 1];
-                    size_t frames = l->nlines ? l->nlines : 1;
-                    if (!store) {
-                        if (frames > MAX_STACK_FRAMES - s->nframes)
-                            return fail(r, "stack of more than %zu frames", MAX_STACK_FRAMES);
-                        s->nframes += (uint32_t)frames;
-                        s->nrefs++;
-                    } else {
-                        r->refs[(*nrefs)++] = loc - 1;
-                    }
-                }
-                done += batch;
-            }
-        } else if (f.number == 2) {
-            if (memprof__pb_count_varints(&f, &cnt) != 0)
-                return fail(r, "malformed sample.value");
-            if (cnt > r->nstypes - nvalues)
-                return fail(r, "sample has more values than there are sample types");
-            memprof__pb_get_varints(&f, values + nvalues);
-            nvalues += cnt;
-        } else if (f.number == 3) {
-            if (want_wire(r, &f, MEMPROF_PB_LEN, "sample.label"))
-                return -EINVAL;
-            if (++nlabels > MAX_LABELS_PER_SAMPLE)
-                return fail(r, "sample with more than %d labels", MAX_LABELS_PER_SAMPLE);
-            if (!store && decode_label(r, (struct view){f.data, f.len}, s) != 0)
-                return -EINVAL;
+    size_t cnt;
+    if (memprof__pb_count_varints(f, &cnt) != 0)
+        return fail(r, "malformed sample.location_id");
+    if (cnt > MAX_STACK_FRAMES - s->nrefs || (store && cnt > s->nrefs - (*nrefs - s->first_ref)))
+        return fail(r, "sample with more than %zu locations", MAX_STACK_FRAMES);
+    uint64_t ids[64];
+    /* Decode in small batches into a stack buffer: the view is already validated. A
+     * VARINT field has no data (and NULL + 0 is undefined). */
+    struct memprof_pb_reader vr = {NULL, NULL};
+    if (f->wire == MEMPROF_PB_LEN)
+        vr = (struct memprof_pb_reader){f->data, f->data + f->len};
+    for (size_t done = 0; done < cnt;) {
+        size_t batch = cnt - done < 64 ? cnt - done : 64;
+        if (f->wire == MEMPROF_PB_VARINT) {
+            ids[0] = f->value;
+        } else {
+            for (size_t k = 0; k < batch; k++)
+                if (memprof__pb_read_varint(&vr, &ids[k]) != 0)
+                    return fail(r, "malformed sample.location_id");
         }
+        for (size_t k = 0; k < batch; k++) {
+            uint32_t loc = idmap_find(&r->loc_ids, ids[k]);
+            if (!loc)
+                return fail(r, "sample refers to location id %llu, which does not exist",
+                            (unsigned long long)ids[k]);
+            const struct rloc *l = &r->locs[loc - 1];
+            size_t frames = l->nlines ? l->nlines : 1;
+            if (!store) {
+                if (frames > MAX_STACK_FRAMES - s->nframes)
+                    return fail(r, "stack of more than %zu frames", MAX_STACK_FRAMES);
+                s->nframes += (uint32_t)frames;
+                s->nrefs++;
+            } else {
+                r->refs[(*nrefs)++] = loc - 1;
+            }
+        }
+        done += batch;
     }
-    if (more < 0)
-        return fail(r, "malformed sample (%s)", why);
-    if (store)
-        return 0;
+    return 0;
+}
+
+/* After pass 1 of sample s: its `nvalues` values into the model's order, and its references
+ * and frames added to the profile's totals. */
+static int finish_sample(struct reader *r, struct rsample *s, const uint64_t *values,
+                         size_t nvalues, size_t *nrefs, size_t *nframes)
+{
     if (nvalues != r->nstypes)
         return fail(r, "sample has %zu values for %zu sample types", nvalues, r->nstypes);
     for (int k = 0; k < NVALUES; k++) {
@@ -846,6 +823,46 @@ static int decode_sample(struct reader *r, size_t i, size_t *nrefs, size_t *nfra
     if (s->label[L_TRUNCATED] && s->nrefs)
         r->ntruncated++;
     return 0;
+}
+
+/* Decodes sample i: values, labels and (when refs is set) its location indexes. Pass 1
+ * (refs == NULL) counts references and frames and checks every id; pass 2 stores them. */
+static int decode_sample(struct reader *r, size_t i, size_t *nrefs, size_t *nframes)
+{
+    struct memprof_pb_reader pr = {r->samples_v[i].p, r->samples_v[i].p + r->samples_v[i].n};
+    struct memprof_pb_field f;
+    const char *why = NULL;
+    struct rsample *s = &r->samples[i];
+    size_t nvalues = 0, nlabels = 0;
+    uint64_t values[MAX_SAMPLE_TYPES];
+    int more;
+    bool store = r->refs != NULL;
+    if (!store)
+        *s = (struct rsample){.first_ref = *nrefs};
+    while ((more = memprof__pb_next(&pr, &f, &why)) == 1) {
+        if (f.number == 1) {
+            if (decode_sample_locations(r, &f, s, store, nrefs) != 0)
+                return -EINVAL;
+        } else if (f.number == 2) {
+            size_t cnt;
+            if (memprof__pb_count_varints(&f, &cnt) != 0)
+                return fail(r, "malformed sample.value");
+            if (cnt > r->nstypes - nvalues)
+                return fail(r, "sample has more values than there are sample types");
+            memprof__pb_get_varints(&f, values + nvalues);
+            nvalues += cnt;
+        } else if (f.number == 3) {
+            if (want_wire(r, &f, MEMPROF_PB_LEN, "sample.label"))
+                return -EINVAL;
+            if (++nlabels > MAX_LABELS_PER_SAMPLE)
+                return fail(r, "sample with more than %d labels", MAX_LABELS_PER_SAMPLE);
+            if (!store && decode_label(r, (struct view){f.data, f.len}, s) != 0)
+                return -EINVAL;
+        }
+    }
+    if (more < 0)
+        return fail(r, "malformed sample (%s)", why);
+    return store ? 0 : finish_sample(r, s, values, nvalues, nrefs, nframes);
 }
 
 /* ---- comments ----------------------------------------------------------------------------- */
