@@ -7,12 +7,18 @@ command's (`report`, `diff`, `run`'s deferred symbolization): every process that
 library would map them for nothing. This test lists the library's defined symbols (its
 symbol table, local ones included) and fails if one of theirs is there, and checks the
 command does have them, so the test cannot pass by looking at the wrong file.
+
+The other way round, the command links only the layers it uses (doc/architecture.md, "The
+command's libraries"): the engine's entry points are in the library and not in the command.
 """
 import argparse
 import subprocess
 import sys
 
 COMMAND_ONLY = ["memprof__pprof_read", "memprof__profile_merge", "memprof__profile_symbolize"]
+# The engine: its lifecycle, the sampling path, the stack table.
+ENGINE = ["memprof_start", "memprof__sample_begin", "memprof__sample_end", "memprof__free_slow",
+          "memprof__st_get"]
 
 
 def defined(path):
@@ -30,11 +36,15 @@ def main():
     problems = ["%s is in %s" % (s, a.lib) for s in COMMAND_ONLY if s in lib]
     problems += ["%s is not in the command (%s): wrong file?" % (s, a.command)
                  for s in COMMAND_ONLY if s not in cmd]
+    problems += ["%s (the engine's) is in the command (%s)" % (s, a.command)
+                 for s in ENGINE if s in cmd]
+    problems += ["%s is not in %s: wrong file?" % (s, a.lib) for s in ENGINE if s not in lib]
     for p in problems:
         print("FAIL:", p)
     if problems:
         return 1
-    print("PASS: %s holds none of %s" % (a.lib, ", ".join(COMMAND_ONLY)))
+    print("PASS: %s holds none of %s; the command none of %s" %
+          (a.lib, ", ".join(COMMAND_ONLY), ", ".join(ENGINE)))
     return 0
 
 
