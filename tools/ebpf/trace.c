@@ -46,6 +46,7 @@ struct memprof_ebpf_trace {
      * many found but unreadable or over the budget; Rust files without debug info. */
     unsigned dw_sites, dw_inlined, dw_skipped;
     char dw_where[256];
+    char inlined_where[256]; /* Rust files whose inlined allocator nothing shows */
     char no_free_where[256]; /* files with a GlobalAlloc::alloc but no ::dealloc */
     /* The functions that called the allocator (each stack's first), checked for frame
      * pointers at the end. */
@@ -105,8 +106,26 @@ static void attach_dwarf_sites(struct memprof_ebpf_trace *t, const char *path,
                 (int64_t)d->size.value, d->ptr.kind, d->ptr.reg, (int64_t)d->ptr.value);
     }
     int n = dw.nsites ? memprof__ebpf_session_attach_sites(t->session, path, &dw) : 0;
-    if (dw.frees_unseen)
+    /* Inlined allocations and no free to probe: a dealloc with an empty body (a bump
+     * allocator's) leaves no code, so the debug information has no copy of it either. */
+    bool frees = false;
+    for (size_t i = 0; i < dw.nsites; i++)
+        frees |= dw.sites[i].desc.kind == MEMPROF_EBPF_SITE_FREE;
+    for (size_t i = 0; i < elf->nprobes; i++)
+        frees |= elf->probes[i].kind == MEMPROF_EBPF_PROBE_GA_DEALLOC;
+    if (dw.frees_unseen || (dw.inlined && !frees))
         note_where(t->no_free_where, sizeof t->no_free_where, path);
+    /* The shims without System's __rdl_* behind them and without a GlobalAlloc method to
+     * probe: the global allocator is one rustc inlined, seen only through the debug
+     * information. */
+    bool shim = false, system = false, method = false;
+    for (size_t i = 0; i < elf->nprobes; i++) {
+        shim |= strcmp(elf->probes[i].name, "__rust_alloc") == 0;
+        system |= strncmp(elf->probes[i].name, "__rdl_", 6) == 0;
+        method |= elf->probes[i].kind == MEMPROF_EBPF_PROBE_GA_ALLOC;
+    }
+    if (shim && !system && !method && !dw.nsites)
+        note_where(t->inlined_where, sizeof t->inlined_where, path);
     if (n > 0) {
         t->dw_sites += (unsigned)n;
         t->dw_inlined += (unsigned)dw.inlined;
@@ -290,13 +309,13 @@ static void notes(const struct memprof_ebpf_trace *t, const struct memprof_ebpf_
                 "nothing shows the block's address (an allocator that ignores it, as a bump "
                 "allocator does): sampled blocks count as live until the end.\n",
                 t->no_free_where);
-    if (t->rust_probes && !c[MEMPROF_EBPF_SAMPLES] && !t->dw_sites)
+    if (t->inlined_where[0])
         fprintf(out,
-                "Nothing sampled: if the program did allocate, its global allocator may be one "
-                "rustc inlined into its callers (defined in the program's own crate, or with "
-                "#[inline] methods), which only debug information shows, and %s has none about "
-                "it: build with -g (-C debuginfo=2).\n",
-                t->rust_where);
+                "Rust allocations unseen: in %s, rustc inlined the global allocator into its "
+                "callers (an allocator of the program's own crate, or with #[inline] methods), "
+                "which only debug information shows, and there is none about it: build with "
+                "-g (-C debuginfo=2).\n",
+                t->inlined_where);
     if (o->attached)
         fprintf(out, "Allocations made before the probes were attached are unknown: they are "
                      "not in this profile and their frees are ignored.\n");
