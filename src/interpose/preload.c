@@ -88,11 +88,12 @@ static bool resolve_real(void)
     real.pvalloc = next("pvalloc", 0);
     /* pvalloc is obsolete and not every allocator has one: dlsym(RTLD_NEXT) then finds
      * glibc's, whose blocks the other allocator's free() cannot release. Use it only if it
-     * comes from the object that provides malloc. */
-    Dl_info pv, ma;
+     * comes from the object that provides malloc, which its code range tells (dladdr()
+     * would scan the object's whole symbol table, ~50 us for libc's, in every process). */
+    uintptr_t pv_lo, pv_hi, ma_lo, ma_hi;
     void *m_probe = dlsym(RTLD_NEXT, "malloc");
-    if (real.pvalloc && (!dladdr((void *)real.pvalloc, &pv) || !dladdr(m_probe, &ma) ||
-                         pv.dli_fbase != ma.dli_fbase))
+    if (real.pvalloc && (memprof__pf_text_range((const void *)real.pvalloc, &pv_lo, &pv_hi) != 0 ||
+                         memprof__pf_text_range(m_probe, &ma_lo, &ma_hi) != 0 || pv_lo != ma_lo))
         real.pvalloc = NULL;
     real.malloc_usable_size = next("malloc_usable_size", 1);
     real.malloc = next("malloc", 1);

@@ -40,57 +40,107 @@ static bool is_named(const struct memprof_elf_dynamic *d, uint32_t i, const char
            sym->st_shndx != SHN_UNDEF && ELF64_ST_TYPE(sym->st_info) == STT_FUNC;
 }
 
-/* What a retargeted entry becomes, and how many entries got it. */
-struct target_value {
-    ElfW(Addr) value;
-    unsigned stored;
+/* The entries to retarget and their new values, all found before any is written: the
+ * pages that hold them are then made writable once, with one mprotect() call before and one
+ * after, instead of two per entry (ten in all, in every process). */
+#define MAX_ENTRIES 32
+
+struct entries {
+    ElfW(Sym) * sym[MAX_ENTRIES];
+    ElfW(Addr) value[MAX_ENTRIES];
+    unsigned n;
 };
 
-static bool store_value(ElfW(Sym) * sym, struct target_value *v)
-{
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    uintptr_t pg = (uintptr_t)&sym->st_value & ~(uintptr_t)(page - 1);
-    if (mprotect((void *)pg, page, PROT_READ | PROT_WRITE) != 0)
-        return false;
-    __atomic_store_n(&sym->st_value, v->value, __ATOMIC_RELEASE);
-    mprotect((void *)pg, page, PROT_READ);
-    v->stored++;
-    return true;
-}
-
-/* Retargets each defined function symbol called `name` (every version of it), found through
- * the object's hash table (memprof__elf_hash_begin): a few probes per name instead of a
- * scan of libc's three thousand symbols, which every process under the plugin would pay.
- * Returns false if a store failed or libc has no hash table. */
-static bool retarget_named(const struct memprof_elf_dynamic *d, const char *name,
-                           struct target_value *v)
+/* Adds each defined function symbol called `name` (every version of it), found through the
+ * object's hash table (memprof__elf_hash_begin): a few probes per name instead of a scan of
+ * libc's three thousand symbols, which every process under the plugin would pay. Returns the
+ * number of entries found, or -1 if libc has no hash table or there are too many. */
+static int find_named(const struct memprof_elf_dynamic *d, const char *name, ElfW(Addr) value,
+                      struct entries *e)
 {
     struct memprof_elf_hash_walk w;
     if (!memprof__elf_hash_begin(&w, d, name))
+        return -1;
+    int found = 0;
+    for (uint32_t i; memprof__elf_hash_next(&w, &i);) {
+        if (!is_named(d, i, name))
+            continue;
+        if (e->n == MAX_ENTRIES)
+            return -1;
+        e->sym[e->n] = &d->symtab[i];
+        e->value[e->n++] = value;
+        found++;
+    }
+    return found;
+}
+
+/* Writes every entry, the pages from the first entry's to the last one's writable meanwhile
+ * (all inside libc's .dynsym, in its read-only segment, which is what they go back to). */
+static bool store_all(const struct entries *e)
+{
+    if (e->n == 0)
+        return true;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (unsigned i = 0; i < e->n; i++) {
+        uintptr_t at = (uintptr_t)&e->sym[i]->st_value;
+        lo = at < lo ? at : lo;
+        hi = at > hi ? at : hi;
+    }
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    lo &= ~(uintptr_t)(page - 1);
+    hi = (hi + sizeof(ElfW(Addr)) + page - 1) & ~(uintptr_t)(page - 1);
+    if (mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE) != 0)
         return false;
-    for (uint32_t i; memprof__elf_hash_next(&w, &i);)
-        if (is_named(d, i, name) && !store_value(&d->symtab[i], v))
-            return false;
+    for (unsigned i = 0; i < e->n; i++)
+        __atomic_store_n(&e->sym[i]->st_value, e->value[i], __ATOMIC_RELEASE);
+    mprotect((void *)lo, hi - lo, PROT_READ);
     return true;
+}
+
+/* libc's load bias and dynamic section, found by its program headers: dladdr1() would scan
+ * libc's whole symbol table for the nearest symbol (~50 us), in every process. */
+struct libc_object {
+    uintptr_t addr, base;
+    const ElfW(Dyn) * dyn;
+};
+
+static int find_libc(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    struct libc_object *o = data;
+    const ElfW(Dyn) *dyn = NULL;
+    bool contains = false;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && o->addr >= start && o->addr - start < ph->p_memsz)
+            contains = true;
+        else if (ph->p_type == PT_DYNAMIC)
+            dyn = (const ElfW(Dyn) *)start;
+    }
+    if (!contains)
+        return 0;
+    o->base = info->dlpi_addr;
+    o->dyn = dyn;
+    return 1;
 }
 
 bool memprof__preload_retarget_libc(const struct memprof_retarget *targets, size_t n)
 {
-    Dl_info info;
-    struct link_map *libc = NULL;
-    if (!dladdr1((void *)gnu_get_libc_version, &info, (void **)&libc, RTLD_DL_LINKMAP) || !libc)
+    struct libc_object libc = {.addr = (uintptr_t)gnu_get_libc_version};
+    if (!dl_iterate_phdr(find_libc, &libc) || !libc.dyn)
         return false;
-    uintptr_t base = libc->l_addr;
+    uintptr_t base = libc.base;
     struct memprof_elf_dynamic d;
-    memprof__elf_read_dynamic(base, libc->l_ld, &d);
+    memprof__elf_read_dynamic(base, libc.dyn, &d);
     if (!d.symtab || !d.strtab)
         return false;
+    struct entries e = {.n = 0};
     for (size_t t = 0; t < n; t++) {
-        struct target_value v = {(ElfW(Addr))((uintptr_t)targets[t].fn - base), 0};
-        /* A failure leaves the entries done so far retargeted: harmless, the plugin's
-         * functions take any block. */
-        if (!retarget_named(&d, targets[t].name, &v) || (targets[t].required && v.stored == 0))
+        int found =
+            find_named(&d, targets[t].name, (ElfW(Addr))((uintptr_t)targets[t].fn - base), &e);
+        if (found < 0 || (targets[t].required && found == 0))
             return false;
     }
-    return true;
+    return store_all(&e);
 }
