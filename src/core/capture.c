@@ -165,9 +165,48 @@ bool memprof__capture_have_dwarf(void)
  * return addresses, starting with capture_dwarf's own. */
 static bool use_backtrace;
 
+/* libgcc's unwinder: the copy linked into this library (libgcc_eh, -static-libgcc), or the
+ * process's libgcc_s.so.1 when it has one. Both find a return address's unwind table with
+ * glibc's _dl_find_object(), without a lock or an allocation, so they give the same stacks,
+ * except through code whose tables were registered at run time with __register_frame() (a
+ * JIT's): those only the libgcc_s the JIT called knows. So the process's is used whenever it
+ * is loaded when the engine warms up (every C++ program, whose libstdc++ needs it, has it from
+ * the start).
+ * Linking libgcc_s instead made every process the plugin starts in map it and run its
+ * constructor, whose CPUID instructions trap to the hypervisor in a virtual machine (~0.08 ms
+ * of CPU per process, doc/performance.md, Start-up). The two functions are used as a pair:
+ * one copy's context is not the other's. */
+struct unwinder {
+    _Unwind_Reason_Code (*backtrace)(_Unwind_Trace_Fn, void *);
+    _Unwind_Ptr (*get_ip)(struct _Unwind_Context *);
+};
+
+static const struct unwinder linked_unwinder = {_Unwind_Backtrace, _Unwind_GetIP};
+static struct unwinder process_unwinder;
+static const struct unwinder *_Atomic unwinder = &linked_unwinder;
+
+/* Switches to the process's libgcc_s if it is loaded. dlopen() takes the loader's lock: never
+ * in a hook. */
+static void use_process_libgcc(void)
+{
+    if (memprof_atomic_load_acquire(&unwinder) == &process_unwinder)
+        return;
+    void *h = dlopen("libgcc_s.so.1", RTLD_NOLOAD | RTLD_LAZY | RTLD_NODELETE);
+    if (!h)
+        return;
+    struct unwinder u;
+    *(void **)&u.backtrace = dlsym(h, "_Unwind_Backtrace");
+    *(void **)&u.get_ip = dlsym(h, "_Unwind_GetIP");
+    if (!u.backtrace || !u.get_ip)
+        return;
+    process_unwinder = u;
+    memprof_atomic_store_release(&unwinder, &process_unwinder);
+}
+
 struct walk {
     void **buf;
     int n, max;
+    _Unwind_Ptr (*get_ip)(struct _Unwind_Context *);
 };
 
 static MEMPROF_SAMPLING_TEXT _Unwind_Reason_Code walk_frame(struct _Unwind_Context *ctx, void *arg)
@@ -175,19 +214,18 @@ static MEMPROF_SAMPLING_TEXT _Unwind_Reason_Code walk_frame(struct _Unwind_Conte
     struct walk *w = arg;
     if (w->n == w->max)
         return _URC_END_OF_STACK;
-    w->buf[w->n++] = (void *)_Unwind_GetIP(ctx);
+    w->buf[w->n++] = (void *)w->get_ip(ctx);
     return _URC_NO_REASON;
 }
 
 /* What glibc's backtrace() does, called directly: backtrace() dlopen()s libgcc_s at its
  * first use, which the engine then had to do at start in every process (a hook must not
- * load anything). Linked, libgcc_s is mapped with the plugin, which costs less, and its
- * unwinder needs no warm-up: with _dl_find_object() it reads the loader's tables without a
- * lock or an allocation. The first address is the caller's own, as with backtrace(). */
+ * load anything). The first address is the caller's own, as with backtrace(). */
 static inline __attribute__((always_inline)) int libgcc_backtrace(void **buf, int max)
 {
-    struct walk w = {buf, 0, max};
-    _Unwind_Backtrace(walk_frame, &w);
+    const struct unwinder *u = memprof_atomic_load_acquire(&unwinder);
+    struct walk w = {buf, 0, max, u->get_ip};
+    u->backtrace(walk_frame, &w);
     if (w.n > 1 && !w.buf[w.n - 1]) /* a zero return address ends the stack */
         w.n--;
     return w.n;
@@ -241,6 +279,7 @@ void memprof__capture_after_fork(void) {}
 void memprof__capture_warm_up(void)
 {
 #if HAVE_LIBUNWIND
+    use_process_libgcc();
     if (dlsym(RTLD_DEFAULT, "_dl_find_object")) {
         use_backtrace = true;
         return;
