@@ -364,8 +364,9 @@ static bool is_end(const struct ends *r, uint64_t a)
 }
 
 /* Whether a variable has the type an allocator's result comes in before the caller casts
- * it: *mut u8, NonNull<u8>, NonNull<[u8]>, or an Option or Result of one. A pointer to
- * anything else (the caller's &mut Vec, say) is some other value. */
+ * it: *mut u8, NonNull<u8>, NonNull<[u8]>, or std's Option or Result of one. A pointer to
+ * anything else (the caller's &mut Vec), or a pair holding an old block (realloc's
+ * Option<(NonNull<u8>, Layout)>), is some other value. */
 static bool pointer_like(Dwarf_Die *var)
 {
     Dwarf_Die t;
@@ -379,12 +380,19 @@ static bool pointer_like(Dwarf_Die *var)
         if (!ref_die(&t, DW_AT_type, &t))
             return false;
     }
+    static const char *const names[] = {
+        "*mut u8",
+        "*const u8",
+        "NonNull<u8>",
+        "NonNull<[u8]>",
+        "Option<core::ptr::non_null::NonNull<u8>>",
+        "Result<core::ptr::non_null::NonNull<[u8]>, core::alloc::AllocError>",
+    };
     const char *n = dwarf_diename(&t);
-    if (!n)
-        return false;
-    if (dwarf_tag(&t) == DW_TAG_pointer_type)
-        return strcmp(n, "*mut u8") == 0 || strcmp(n, "*const u8") == 0;
-    return strstr(n, "NonNull<u8>") || strstr(n, "NonNull<[u8]>");
+    for (size_t i = 0; n && i < sizeof names / sizeof *names; i++)
+        if (strcmp(n, names[i]) == 0)
+            return true;
+    return false;
 }
 
 struct result_search {
