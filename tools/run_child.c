@@ -132,6 +132,14 @@ static bool plugin_env(const struct run_options *o, const char *plugin, const st
         ok = set_env("MEMPROF_QUIET", "1");
     if (ok)
         ok = set_env("MEMPROF_FOLLOW", o->no_follow ? "0" : "1");
+    /* The processes the program starts write no profile when they took no sample (most of a
+     * build's shells and short tools at the default rate: their files cost more than the
+     * rest of the profiler); the program itself, this process, always writes its own. Unless
+     * the user chose. */
+    char keep[32];
+    snprintf(keep, sizeof keep, "0:%ld", (long)getpid());
+    if (ok && !getenv("MEMPROF_WRITE_EMPTY"))
+        ok = set_env("MEMPROF_WRITE_EMPTY", keep);
     if (ok && memprof_cli_run_deferred(o))
         ok = set_env("MEMPROF_SYMBOLIZE", "0");
     if (ok && !o->no_runtime) {

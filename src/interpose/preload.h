@@ -28,6 +28,10 @@ struct memprof_dump_config {
     memprof_format format;
     unsigned interval_s; /* 0 = no periodic dumps */
     int signo;           /* 0 = no dump signal */
+    /* false: a process that took no sample writes no exit-time profile (MEMPROF_WRITE_EMPTY),
+     * except the one whose pid is write_empty_pid (memprof run's program). */
+    bool write_empty;
+    pid_t write_empty_pid;
 };
 void memprof__preload_dump_setup(const struct memprof_dump_config *cfg);
 

@@ -455,9 +455,23 @@ void memprof__preload_writer_resume(void)
     pthread_mutex_unlock(&writer_ctl);
 }
 
+/* Whether this process's exit-time profile would hold nothing worth a file
+ * (MEMPROF_WRITE_EMPTY=0): no sample was ever taken, so every estimate is zero, and no
+ * periodic dump wrote a file the exit-time profile would have to bring up to date. Under
+ * memprof run most of a build's or a script's processes (the shell, true, echo) take no
+ * sample at the default rate, and writing their files was most of what they paid for the
+ * profiler (doc/performance.md, Start-up). */
+static bool empty_and_unwanted(void)
+{
+    if (cfg.write_empty || cfg.interval_s || cfg.signo || getpid() == cfg.write_empty_pid)
+        return false;
+    memprof_stats s = {.size = sizeof s};
+    return memprof_get_stats(&s) == 0 && s.total_samples == 0;
+}
+
 static void dump_at_exit(void)
 {
-    if (!cfg.output[0] || memprof__engine_readable() != 0)
+    if (!cfg.output[0] || memprof__engine_readable() != 0 || empty_and_unwanted())
         return;
     /* exit() is not a cancellation point, but writing the profile makes calls that are
      * (open, write, close; sem_timedwait while the writer writes): a thread with a pending

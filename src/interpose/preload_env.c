@@ -112,9 +112,13 @@ struct settings {
     uint32_t unwinder;
     const char *output; /* NULL: unset */
     bool sample_heap_set;
+    struct empty_rule {
+        int write;   /* 1: a process that took no sample writes its profile too */
+        long except; /* with write = 0: the process that writes it anyway (0: none) */
+    } empty;
 };
 
-enum kind { SWITCH, RATE, DURATION, SECONDS, SIGNAL, FORMAT, UNWIND, PATH };
+enum kind { SWITCH, RATE, DURATION, SECONDS, SIGNAL, FORMAT, UNWIND, PATH, EMPTY };
 
 /* One row per variable, in the order they are read (MEMPROF_QUIET first, so it silences the
  * others' messages). `expected` and `fallback` make the message for a bad value. */
@@ -143,6 +147,8 @@ static const struct option {
     {"MEMPROF_TEMP_THRESHOLD", DURATION, offsetof(struct settings, temp_threshold_ns),
      "a duration such as 1ms, 250us or 0.5s (up to a day)", "1ms"},
     {"MEMPROF_UNWIND", UNWIND, offsetof(struct settings, unwinder), "dwarf or fp", "the default"},
+    {"MEMPROF_WRITE_EMPTY", EMPTY, offsetof(struct settings, empty),
+     "1, 0, or 0:PID (a process id)", "1"},
 };
 
 /* Parses `v` as `o` says into the settings; false if it is not a valid value. */
@@ -181,6 +187,20 @@ static bool parse(const struct option *o, const char *v, struct settings *st)
     case PATH:
         *(const char **)at = v;
         return true;
+    case EMPTY: {
+        struct empty_rule *r = (struct empty_rule *)at;
+        if (!strcmp(v, "1") || !strcmp(v, "0")) {
+            *r = (struct empty_rule){.write = v[0] == '1', .except = 0};
+            return true;
+        }
+        char *end;
+        errno = 0;
+        long pid = strncmp(v, "0:", 2) ? 0 : strtol(v + 2, &end, 10);
+        if (pid <= 0 || errno || *end)
+            return false;
+        *r = (struct empty_rule){.write = 0, .except = pid};
+        return true;
+    }
     }
     return false;
 }
@@ -193,7 +213,8 @@ static void read_environment(struct settings *st)
                             .symbolize = 1,
                             .rate = MEMPROF_DEFAULT_RATE,
                             .format = MEMPROF_FORMAT_AUTO,
-                            .unwinder = MEMPROF_UNWIND_DEFAULT};
+                            .unwinder = MEMPROF_UNWIND_DEFAULT,
+                            .empty = {.write = 1}};
     for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
         const struct option *o = &options[i];
         /* secure_getenv for the output: a set-uid/set-gid program must not be made to
@@ -215,6 +236,8 @@ static void read_environment(struct settings *st)
         }
         if (o->kind == FORMAT)
             st->format = MEMPROF_FORMAT_AUTO;
+        if (o->kind == EMPTY)
+            st->empty = (struct empty_rule){.write = 1};
     }
 }
 
@@ -264,8 +287,11 @@ void memprof__preload_configure(bool sample_heap_ok)
     if (!st.symbolize)
         memprof__snapshot_write_names(false);
 
-    struct memprof_dump_config dump = {
-        .format = st.format, .interval_s = st.interval_s, .signo = st.signo};
+    struct memprof_dump_config dump = {.format = st.format,
+                                       .interval_s = st.interval_s,
+                                       .signo = st.signo,
+                                       .write_empty = st.empty.write,
+                                       .write_empty_pid = (pid_t)st.empty.except};
     output_path(st.output, &dump);
 
     if (st.start) {

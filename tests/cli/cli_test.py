@@ -737,6 +737,41 @@ def t_run_children(tmp):
           "a child smaller than the program is summarized")
 
 
+def t_run_skips_empty_children(tmp):
+    """A process the program starts that took no sample (/bin/true) writes no profile; one that
+    sampled writes its own; the program itself writes one whatever it sampled. With
+    MEMPROF_WRITE_EMPTY=1 set by the user, every process writes one."""
+    need_plugin()
+    # python3 runs both (a shell would exec the last one, and leaves with _exit()).
+    prog = ["/usr/bin/python3", "-c", "import subprocess, sys\n"
+            "subprocess.run(['/bin/true'], check=True)\n"
+            "subprocess.run(sys.argv[1:], check=True)\n", ARGS.prog, "alloc", "400", "1000"]
+
+    def files():
+        return sorted(f for f in os.listdir(tmp) if f.endswith(".pb.gz"))
+
+    p = memprof("run", "-r", "16K", "--", *prog, cwd=tmp, env=clean_env())
+    check(p.returncode == 0, "exit %d: %s" % (p.returncode, p.err))
+    child = pid_of(p.out)
+    found = files()
+    print("files: %s" % found)
+    check("memprof.cli-prog.%d.pb.gz" % child in found, "the sampling child wrote no profile")
+    check(not any(f.startswith("memprof.true.") for f in found),
+          "true, which took no sample, wrote a profile")
+    check(len(found) == 2 and re.match(r"memprof\.python3\.\d+\.pb\.gz$", found[1]),
+          "expected python3's profile and the child's only")
+    for f in found:
+        profile_ok(os.path.join(tmp, f))
+        os.unlink(os.path.join(tmp, f))
+    p = memprof("run", "-r", "16K", "--", *prog, cwd=tmp,
+                env=clean_env({"MEMPROF_WRITE_EMPTY": "1"}))
+    check(p.returncode == 0, "exit %d: %s" % (p.returncode, p.err))
+    found = files()
+    print("files with MEMPROF_WRITE_EMPTY=1: %s" % found)
+    check(len(found) == 3 and any(f.startswith("memprof.true.") for f in found),
+          "MEMPROF_WRITE_EMPTY=1: expected true's profile too")
+
+
 SPAWN_PY = ("import os, subprocess, sys\n"
             "subprocess.run(sys.argv[1:], check=True)\n"
             "print('env', os.environ.get('LD_PRELOAD'), sorted(k for k in os.environ "
