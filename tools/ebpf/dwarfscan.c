@@ -329,6 +329,34 @@ static size_t add_site(struct walk *w, uint64_t off, const struct memprof_ebpf_s
     return d->nsites++;
 }
 
+#define MAX_RANGES      32
+#define MAX_LATER_FREES 4
+
+struct ends {
+    uint64_t lo[MAX_RANGES], hi[MAX_RANGES];
+    size_t n;
+};
+
+/* The address ranges of an inlined copy. */
+static void copy_ranges(Dwarf_Die *copy, struct ends *r)
+{
+    Dwarf_Addr base, start, end;
+    ptrdiff_t o = 0;
+    r->n = 0;
+    while ((o = dwarf_ranges(copy, o, &base, &start, &end)) > 0 && r->n < MAX_RANGES) {
+        r->lo[r->n] = start;
+        r->hi[r->n++] = end;
+    }
+}
+
+static bool inside(const struct ends *r, uint64_t a)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (a >= r->lo[i] && a < r->hi[i])
+            return true;
+    return false;
+}
+
 /* ---- the block an inlined allocation made ----------------------------------------------
  * Inlined code has no return, and nothing says which register holds its result. But the
  * code after it keeps the result in a variable (std's `raw_ptr` or `result`, the `ptr` of
@@ -338,22 +366,7 @@ static size_t add_site(struct walk *w, uint64_t off, const struct memprof_ebpf_s
  * goes on), is a RESULT site: it reads the block's address for the sample taken at the
  * entry. */
 
-#define MAX_RANGES 32
-
 static struct memprof_ebpf_loc frame_base_of(Dwarf_Die *fn);
-
-struct ends {
-    uint64_t lo[MAX_RANGES], hi[MAX_RANGES];
-    size_t n;
-};
-
-static bool inside(const struct ends *r, uint64_t a)
-{
-    for (size_t i = 0; i < r->n; i++)
-        if (a >= r->lo[i] && a < r->hi[i])
-            return true;
-    return false;
-}
 
 static bool is_end(const struct ends *r, uint64_t a)
 {
@@ -448,17 +461,42 @@ static void result_vars(struct result_search *rs, Dwarf_Die *parent, unsigned de
 /* RESULT sites for the inlined allocation `copy` (site `entry`) in function `fn`. */
 static bool find_results(struct walk *w, Dwarf_Die *fn, Dwarf_Die *copy, size_t entry)
 {
-    struct ends r = {.n = 0};
-    Dwarf_Addr base, start, end;
-    ptrdiff_t o = 0;
-    while ((o = dwarf_ranges(copy, o, &base, &start, &end)) > 0 && r.n < MAX_RANGES) {
-        r.lo[r.n] = start;
-        r.hi[r.n++] = end;
-    }
+    struct ends r;
+    copy_ranges(copy, &r);
     struct memprof_ebpf_loc fb = frame_base_of(fn);
     struct result_search rs = {w, dwarf_dieoffset(copy), &r, entry, &fb, false};
     result_vars(&rs, fn, 0);
     return rs.found;
+}
+
+/* An inlined free whose block's address the DWARF places only further into the copy
+ * (computed after its first instruction): FREE sites where the address's locations start
+ * inside the copy, a few at most. A free is harmless twice (the second finds no sample),
+ * so more than one of them on a path costs time only. Returns whether any was added. */
+static bool later_frees(struct walk *w, Dwarf_Die *copy, Dwarf_Die *ptr, uint64_t entry,
+                        const struct memprof_ebpf_loc *frame_base,
+                        const struct memprof_ebpf_site *tmpl)
+{
+    struct ends r;
+    copy_ranges(copy, &r);
+    Dwarf_Attribute a;
+    if (!dwarf_attr(ptr, DW_AT_location, &a))
+        return false;
+    Dwarf_Addr base, start, end;
+    Dwarf_Op *ops;
+    size_t nops, added = 0;
+    ptrdiff_t o = 0;
+    while ((o = dwarf_getlocations(&a, o, &base, &start, &end, &ops, &nops)) > 0 &&
+           added < MAX_LATER_FREES) {
+        uint64_t off;
+        if (start == entry || !inside(&r, start) || !file_offset(w, start, &off))
+            continue;
+        struct memprof_ebpf_site s = *tmpl;
+        s.ptr = param_loc(ptr, start, 0, frame_base, false);
+        if (s.ptr.kind != MEMPROF_EBPF_LOC_NONE && add_site(w, off, &s) != SIZE_MAX)
+            added++;
+    }
+    return added > 0;
 }
 
 /* A site for `die` (an inlined copy in function `inlined_in`, or an out-of-line function
@@ -509,6 +547,10 @@ static void site(struct walk *w, Dwarf_Die *die, Dwarf_Die *origin, enum entry e
     /* An allocation needs its size; a free (or a realloc's old block) its address. A free
      * whose address is gone (an allocator that ignores it, as a bump allocator does) has
      * nothing to report. */
+    if (inlined && s.kind == MEMPROF_EBPF_SITE_FREE && have[ptr_i] &&
+        later_frees(w, die, &conc[ptr_i], pc, frame_base, &s) &&
+        s.ptr.kind == MEMPROF_EBPF_LOC_NONE)
+        return; /* seen further in */
     bool ok = s.kind == MEMPROF_EBPF_SITE_FREE ? s.ptr.kind != MEMPROF_EBPF_LOC_NONE
                                                : s.size.kind != MEMPROF_EBPF_LOC_NONE;
     if (!ok) {

@@ -305,9 +305,10 @@ static void notes(const struct memprof_ebpf_trace *t, const struct memprof_ebpf_
                 t->dw_skipped, MEMPROF_EBPF_MAX_SITES);
     if (t->no_free_where[0])
         fprintf(out,
-                "Rust frees unseen: in %s, rustc inlined the global allocator's dealloc where "
-                "nothing shows the block's address (an allocator that ignores it, as a bump "
-                "allocator does): sampled blocks count as live until the end.\n",
+                "Rust frees unseen: in %s, the debug information shows no block address at "
+                "some or all of the places where rustc inlined the global allocator's dealloc "
+                "(all of them for an allocator that ignores it, as a bump allocator does): "
+                "sampled blocks freed there count as live until the end.\n",
                 t->no_free_where);
     if (t->inlined_where[0])
         fprintf(out,
