@@ -37,12 +37,17 @@ Cases:
                    as above, and the summary says that frees are unseen
   own-alloc-no-debug-info the -O3 program without debug information: the summary says
                    its allocations are unseen and to build with -g
+  dlopen-attach    dlopen_host attached before it loads libown_alloc.so (own_alloc.rs as
+                   a library): once the command says it probed the library, the host runs
+                   its work; the top site is own_alloc::hold_big with 100 MiB within 12 %
+  dlopen-run       the same with the host started by run --ebpf
 """
 import argparse
 import ctypes
 import math
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -368,6 +373,76 @@ def case_own_alloc_no_debug_info(args, tmp):
              "why:\n" + err)
 
 
+ADDED = "eBPF probes added in libown_alloc.so"
+
+
+def wait_for_line(stream, words, what):
+    """Reads `stream` until a line holds `words`; fails after 60 s or at its end."""
+    end = time.monotonic() + 60
+    seen = []
+    while time.monotonic() < end:
+        ready, _, _ = select.select([stream], [], [], max(0.0, end - time.monotonic()))
+        if not ready:
+            break
+        line = stream.readline()
+        if not line:
+            break
+        seen.append(line)
+        if words in line:
+            return
+    fail(f"{what} never said {words!r}:\n" + "".join(seen))
+
+
+def dlopen_case(args, tmp, out, start):
+    """Runs the host through its three steps; `start` returns the command's Popen (stderr
+    piped) once the host's "ready" was read (from `host_out`)."""
+    cmd, host = start()
+    host.go()  # dlopen
+    host.expect("loaded")
+    wait_for_line(cmd.stderr, ADDED, "memprof")
+    host.go()  # allocate
+    host.expect("done")
+    host.go()  # exit
+    try:
+        _, err = cmd.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        cmd.kill()
+        fail("memprof did not end when the host exited")
+    if cmd.returncode != 0:
+        fail(f"memprof: exit {cmd.returncode}: {err}")
+    expect_top(read(out), "own_alloc::hold_big")
+
+
+def case_dlopen_attach(args, tmp):
+    out = os.path.join(tmp, "dlopen-attach.txt")
+
+    def start():
+        host = Waiting([args.dlopen_host, args.own_alloc_lib])
+        return attach(args.memprof, host.p.pid, out), host
+
+    dlopen_case(args, tmp, out, start)
+
+
+class Piped(Waiting):
+    """A Waiting program whose pipes are those of another process (memprof run)."""
+
+    def __init__(self, p):
+        self.p = p
+        self.expect("ready")
+
+
+def case_dlopen_run(args, tmp):
+    out = os.path.join(tmp, "dlopen-run.txt")
+
+    def start():
+        p = subprocess.Popen([args.memprof, "run", "--ebpf", "-r", RATE, "-o", out, "--",
+                              args.dlopen_host, args.own_alloc_lib], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return p, Piped(p)
+
+    dlopen_case(args, tmp, out, start)
+
+
 CASES = {
     "rust-run": (case_rust_run, "rust"),
     "rust-attach": (case_rust_attach, "rust"),
@@ -383,6 +458,8 @@ CASES = {
     "own-alloc-sizeopt": (case_own_alloc_sizeopt, "own_alloc_s"),
     "own-alloc-bump": (case_own_alloc_bump, "own_alloc_bump"),
     "own-alloc-no-debug-info": (case_own_alloc_no_debug_info, "own_alloc_nodebug"),
+    "dlopen-attach": (case_dlopen_attach, "own_alloc_lib"),
+    "dlopen-run": (case_dlopen_run, "own_alloc_lib"),
 }
 
 
@@ -397,6 +474,8 @@ def main():
     ap.add_argument("--own-alloc-s")
     ap.add_argument("--own-alloc-bump")
     ap.add_argument("--own-alloc-nodebug")
+    ap.add_argument("--own-alloc-lib")
+    ap.add_argument("--dlopen-host")
     ap.add_argument("case", choices=sorted(CASES))
     args = ap.parse_args()
     fn, needs = CASES[args.case]

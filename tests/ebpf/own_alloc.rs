@@ -12,10 +12,11 @@
 // std::alloc::alloc) among churn: vectors and boxes allocated and dropped (churn). The eBPF
 // tests expect hold_big, demangled, as the top live site with about 100 MiB. With the
 // argument "wait" it prints "ready" and waits for a line on stdin before allocating, and
-// "done" and waits for another line before exiting (the attach tests).
+// "done" and waits for another line before exiting (the attach tests). Built with
+// `--cfg lib --crate-type cdylib`, it is a library whose own_alloc_run() does the same
+// work (dlopen_host.c loads it: libraries loaded after the probes were set).
 
 use std::alloc::{GlobalAlloc, Layout};
-use std::io::BufRead;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 extern "C" {
@@ -146,11 +147,30 @@ fn churn(rounds: usize) -> usize {
     sum
 }
 
+#[cfg(not(lib))]
 fn wait_for_line() {
+    use std::io::BufRead;
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line).unwrap();
 }
 
+// Churn, 100 MiB held at hold_big, churn; the blocks stay allocated.
+fn work() -> Vec<*mut u8> {
+    let mut keep = Vec::with_capacity(BIG_BLOCKS);
+    let s1 = churn(20000);
+    hold_big(&mut keep);
+    let s2 = churn(20000);
+    println!("held {} blocks, churn {}", keep.len(), s1.wrapping_add(s2) & 1);
+    keep
+}
+
+#[cfg(lib)]
+#[no_mangle]
+pub extern "C" fn own_alloc_run() {
+    std::mem::forget(work()); // the library's blocks stay live until the process exits
+}
+
+#[cfg(not(lib))]
 fn main() {
     let wait = std::env::args().nth(1).as_deref() == Some("wait");
     if wait {
@@ -158,11 +178,7 @@ fn main() {
         std::io::Write::flush(&mut std::io::stdout()).unwrap();
         wait_for_line();
     }
-    let mut keep = Vec::with_capacity(BIG_BLOCKS);
-    let s1 = churn(20000);
-    hold_big(&mut keep);
-    let s2 = churn(20000);
-    println!("held {} blocks, churn {}", keep.len(), s1.wrapping_add(s2) & 1);
+    let _keep = work();
     if wait {
         println!("done");
         std::io::Write::flush(&mut std::io::stdout()).unwrap();

@@ -5,8 +5,9 @@
  * nothing is loaded into it and it is never stopped. The probed files are those the
  * process has mapped now: each executable mapping of a file, found in this process's view
  * or through /proc/PID/root or /proc/PID/map_files (a process in another mount namespace
- * is probed in its own files); libraries it loads later are not probed. Allocations made before the
- * attach are unknown, and their frees are ignored (the summary says so).
+ * is probed in its own files); libraries it loads later are probed when the maps are read
+ * again, every half second. Allocations made before the attach are unknown, and their
+ * frees are ignored (the summary says so).
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -29,8 +30,9 @@
 #include "procmaps.h"
 #include "trace.h"
 
-#define POLL_MS   100
-#define MAX_FILES 256
+#define POLL_MS       100
+#define MAX_FILES     256
+#define RESCAN_ROUNDS 5 /* the maps are read again every 500 ms */
 
 static volatile sig_atomic_t stop_requested;
 
@@ -52,43 +54,6 @@ static bool alive(pid_t pid)
     fclose(f);
     const char *rp = ok ? strrchr(buf, ')') : NULL;
     return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
-}
-
-/* The files of the process's executable mappings, as this process opens them
- * (memprof__ebpf_open_path()). Returns how many, 0 when the maps cannot be read. */
-static unsigned mapped_files(pid_t pid, char (*paths)[PATH_MAX], unsigned max)
-{
-    char p[64];
-    snprintf(p, sizeof p, "/proc/%d/maps", (int)pid);
-    FILE *f = fopen(p, "re");
-    if (!f)
-        return 0;
-    unsigned count = 0;
-    char *line = NULL;
-    size_t cap = 0;
-    while (getline(&line, &cap, f) > 0 && count < max) {
-        uint64_t start, end, ino;
-        char perms[8];
-        int at = 0;
-        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %*s %*s %" SCNu64 " %n", &start, &end, perms,
-                   &ino, &at) < 4 ||
-            perms[2] != 'x' || !at || line[at] != '/')
-            continue;
-        char *path = line + at;
-        path[strcspn(path, "\n")] = 0;
-        char open_path[PATH_MAX];
-        if (strstr(path, " (deleted)") ||
-            !memprof__ebpf_open_path(pid, path, ino, start, end, open_path, sizeof open_path))
-            continue;
-        bool seen = false;
-        for (unsigned i = 0; i < count && !seen; i++)
-            seen = strcmp(paths[i], open_path) == 0;
-        if (!seen)
-            snprintf(paths[count++], PATH_MAX, "%s", open_path);
-    }
-    free(line);
-    fclose(f);
-    return count;
 }
 
 static uint64_t now_s(void)
@@ -181,7 +146,7 @@ int memprof_cli_ebpf_attach(int argc, char **argv)
     }
 
     static char paths[MAX_FILES][PATH_MAX];
-    unsigned n = mapped_files(pid, paths, MAX_FILES);
+    unsigned n = memprof__ebpf_mapped_files(pid, paths, MAX_FILES);
     struct memprof_ebpf_file files[MAX_FILES];
     for (unsigned i = 0; i < n; i++)
         files[i] = (struct memprof_ebpf_file){paths[i], true};
@@ -208,12 +173,14 @@ int memprof_cli_ebpf_attach(int argc, char **argv)
                           duration ? "profiling for the duration given" : "Ctrl-C ends");
     uint64_t end = duration ? now_s() + duration : 0;
     bool exited = false;
-    while (!stop_requested && (!end || now_s() < end)) {
+    for (unsigned round = 1; !stop_requested && (!end || now_s() < end); round++) {
         memprof__ebpf_trace_poll(t, POLL_MS); /* an error shows at the end */
         if (!alive(pid)) {
             exited = true;
             break;
         }
+        if (round % RESCAN_ROUNDS == 0)
+            memprof__ebpf_trace_rescan(t, quiet); /* libraries dlopen()ed since */
     }
     if (exited && !quiet)
         memprof_cli_error("process %d (%s) exited", (int)pid, comm);

@@ -39,7 +39,8 @@
 #include "elfscan.h"
 #include "trace.h"
 
-#define POLL_MS 50
+#define POLL_MS       50
+#define RESCAN_ROUNDS 10 /* the maps are read again every 500 ms */
 
 static volatile pid_t child_pid;
 
@@ -178,8 +179,12 @@ static int trace_child(const struct run_ebpf *o, char *path)
     int code = CLI_EXIT_FAILURE;
     struct memprof_ebpf_output eo = {
         .path = out, .format = o->format, .program = name, .quiet = o->quiet};
-    for (;;) {
+    for (unsigned round = 1;; round++) {
         memprof__ebpf_trace_poll(t, POLL_MS); /* an error shows at the end */
+        /* The program's own libraries and those it dlopen()s: after its exec only (before,
+         * the maps are this command's). */
+        if (execed && !finished && round % RESCAN_ROUNDS == 0)
+            memprof__ebpf_trace_rescan(t, o->quiet);
         pid_t w = waitpid(pid, &status, WNOHANG | __WALL);
         if (w == 0)
             continue;

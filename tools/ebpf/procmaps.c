@@ -32,6 +32,41 @@ bool memprof__ebpf_open_path(pid_t pid, const char *path, uint64_t ino, uint64_t
     return n > 0 && (size_t)n < size && stat(out, &st) == 0 && (uint64_t)st.st_ino == ino;
 }
 
+unsigned memprof__ebpf_mapped_files(pid_t pid, char (*paths)[PATH_MAX], unsigned max)
+{
+    char p[64];
+    snprintf(p, sizeof p, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(p, "re");
+    if (!f)
+        return 0;
+    unsigned count = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0 && count < max) {
+        uint64_t start, end, ino;
+        char perms[8];
+        int at = 0;
+        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %*s %*s %" SCNu64 " %n", &start, &end, perms,
+                   &ino, &at) < 4 ||
+            perms[2] != 'x' || !at || line[at] != '/')
+            continue;
+        char *path = line + at;
+        path[strcspn(path, "\n")] = 0;
+        char open_path[PATH_MAX];
+        if (strstr(path, " (deleted)") ||
+            !memprof__ebpf_open_path(pid, path, ino, start, end, open_path, sizeof open_path))
+            continue;
+        bool seen = false;
+        for (unsigned i = 0; i < count && !seen; i++)
+            seen = strcmp(paths[i], open_path) == 0;
+        if (!seen)
+            snprintf(paths[count++], PATH_MAX, "%s", open_path);
+    }
+    free(line);
+    fclose(f);
+    return count;
+}
+
 static long module_index(struct memprof_ebpf_maps *m, const char *path, uint64_t ino,
                          uint64_t start, uint64_t end)
 {

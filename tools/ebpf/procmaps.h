@@ -9,6 +9,7 @@
 #ifndef MEMPROF_TOOLS_EBPF_PROCMAPS_H
 #define MEMPROF_TOOLS_EBPF_PROCMAPS_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,6 +40,11 @@ struct memprof_ebpf_maps {
  * false when none names it. */
 bool memprof__ebpf_open_path(pid_t pid, const char *path, uint64_t ino, uint64_t start,
                              uint64_t end, char *out, size_t size);
+
+/* The files of process `pid`'s executable mappings, each once, as this process opens them
+ * (memprof__ebpf_open_path()), into paths[max]. Returns how many, 0 when the maps cannot
+ * be read. */
+unsigned memprof__ebpf_mapped_files(pid_t pid, char (*paths)[PATH_MAX], unsigned max);
 
 /* Starts the cache for `pid` and reads its maps. Returns 0 or a negative errno. */
 int memprof__ebpf_maps_init(struct memprof_ebpf_maps *m, pid_t pid);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +31,8 @@
 #include "session.h"
 
 #define LIVE_ENTRIES 262144 /* live samples the kernel map holds: 128 GiB at 512 KiB */
+#define MAX_SEEN     1024   /* files scanned for entry points */
+#define MAX_RESCAN   512    /* mapped files one rescan looks at */
 #define TEXT_TOP     20
 
 struct memprof_ebpf_trace {
@@ -47,6 +50,14 @@ struct memprof_ebpf_trace {
     unsigned dw_sites, dw_inlined, dw_skipped;
     char dw_where[256];
     char inlined_where[256]; /* Rust files whose inlined allocator nothing shows */
+    /* Files scanned (by device and inode), so a rescan of the maps probes only new ones;
+     * the rescan's list of mapped files. */
+    struct seen_file {
+        dev_t dev;
+        ino_t ino;
+    } seen[MAX_SEEN];
+    unsigned nseen;
+    char (*paths)[PATH_MAX];
     char no_free_where[256]; /* files with a GlobalAlloc::alloc but no ::dealloc */
     /* The functions that called the allocator (each stack's first), checked for frame
      * pointers at the end. */
@@ -88,12 +99,12 @@ static void raise_file_limit(void)
 /* The Rust allocator entry points only the debug information of `path` knows: rustc
  * inlined the global allocator into its callers, or left its methods as local functions
  * whose arguments it may have moved. */
-static void attach_dwarf_sites(struct memprof_ebpf_trace *t, const char *path,
-                               const struct memprof_ebpf_elf *elf)
+static int attach_dwarf_sites(struct memprof_ebpf_trace *t, const char *path,
+                              const struct memprof_ebpf_elf *elf)
 {
     struct memprof_ebpf_dwarf dw;
     if (memprof__ebpf_dwarf_scan(path, elf, MEMPROF_EBPF_MAX_SITES - t->dw_sites, &dw) != 0)
-        return;
+        return 0;
     t->dw_skipped += (unsigned)(dw.unreadable + dw.over_budget);
     const char *debug = getenv("MEMPROF_EBPF_DEBUG");
     for (size_t i = 0; debug && *debug == '1' && i < dw.nsites; i++) {
@@ -132,6 +143,67 @@ static void attach_dwarf_sites(struct memprof_ebpf_trace *t, const char *path,
         note_where(t->dw_where, sizeof t->dw_where, path);
     }
     memprof__ebpf_dwarf_free(&dw);
+    return n;
+}
+
+/* Whether file `path` was scanned already (by device and inode: the process may name it
+ * otherwise than this command did); remembers it when not. */
+static bool seen_before(struct memprof_ebpf_trace *t, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return false;
+    for (unsigned i = 0; i < t->nseen; i++)
+        if (t->seen[i].dev == st.st_dev && t->seen[i].ino == st.st_ino)
+            return true;
+    if (t->nseen < MAX_SEEN)
+        t->seen[t->nseen++] = (struct seen_file){st.st_dev, st.st_ino};
+    return false;
+}
+
+/* Scans `path` and attaches the probes of its entry points. Returns how many. */
+static int probe_file(struct memprof_ebpf_trace *t, const char *path, bool libc_family)
+{
+    struct memprof_ebpf_elf elf;
+    if (seen_before(t, path) || memprof__ebpf_elf_scan(path, libc_family, &elf) != 0)
+        return 0;
+    int dw = elf.rustc ? attach_dwarf_sites(t, path, &elf) : 0;
+    int n = memprof__ebpf_session_attach(t->session, path, &elf);
+    if (n <= 0)
+        return dw > 0 ? dw : 0;
+    unsigned libc = 0, rust = 0, ga_alloc = 0, ga_free = 0;
+    for (size_t k = 0; k < elf.nprobes; k++) {
+        elf.probes[k].rust ? rust++ : libc++;
+        ga_alloc += elf.probes[k].kind == MEMPROF_EBPF_PROBE_GA_ALLOC;
+        ga_free += elf.probes[k].kind == MEMPROF_EBPF_PROBE_GA_DEALLOC;
+    }
+    if (ga_alloc && !ga_free && !strstr(t->no_free_where, base_name(path)))
+        note_where(t->no_free_where, sizeof t->no_free_where, path);
+    if (libc) {
+        t->libc_probes += libc;
+        note_where(t->libc_where, sizeof t->libc_where, path);
+    }
+    if (rust) {
+        t->rust_probes += rust;
+        note_where(t->rust_where, sizeof t->rust_where, path);
+    }
+    return n + (dw > 0 ? dw : 0);
+}
+
+int memprof__ebpf_trace_rescan(struct memprof_ebpf_trace *t, bool quiet)
+{
+    if (!t->paths && !(t->paths = malloc(MAX_RESCAN * sizeof *t->paths)))
+        return 0;
+    unsigned n = memprof__ebpf_mapped_files(t->pid, t->paths, MAX_RESCAN), added = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (probe_file(t, t->paths[i], true) <= 0)
+            continue;
+        added++;
+        if (!quiet)
+            memprof_cli_error("eBPF probes added in %s (mapped after the start)",
+                              base_name(t->paths[i]));
+    }
+    return (int)added;
 }
 
 int memprof__ebpf_trace_start(const char *cmd, pid_t pid, uint64_t rate,
@@ -168,32 +240,8 @@ int memprof__ebpf_trace_start(const char *cmd, pid_t pid, uint64_t rate,
         return CLI_EXIT_FAILURE;
     }
     raise_file_limit();
-    for (unsigned i = 0; i < nfiles; i++) {
-        struct memprof_ebpf_elf elf;
-        if (memprof__ebpf_elf_scan(files[i].path, files[i].libc, &elf) != 0)
-            continue;
-        if (elf.rustc)
-            attach_dwarf_sites(t, files[i].path, &elf);
-        int n = memprof__ebpf_session_attach(t->session, files[i].path, &elf);
-        if (n <= 0)
-            continue;
-        unsigned libc = 0, rust = 0, ga_alloc = 0, ga_free = 0;
-        for (size_t k = 0; k < elf.nprobes; k++) {
-            elf.probes[k].rust ? rust++ : libc++;
-            ga_alloc += elf.probes[k].kind == MEMPROF_EBPF_PROBE_GA_ALLOC;
-            ga_free += elf.probes[k].kind == MEMPROF_EBPF_PROBE_GA_DEALLOC;
-        }
-        if (ga_alloc && !ga_free && !strstr(t->no_free_where, base_name(files[i].path)))
-            note_where(t->no_free_where, sizeof t->no_free_where, files[i].path);
-        if (libc) {
-            t->libc_probes += libc;
-            note_where(t->libc_where, sizeof t->libc_where, files[i].path);
-        }
-        if (rust) {
-            t->rust_probes += rust;
-            note_where(t->rust_where, sizeof t->rust_where, files[i].path);
-        }
-    }
+    for (unsigned i = 0; i < nfiles; i++)
+        probe_file(t, files[i].path, files[i].libc);
     if (!t->libc_probes && !t->rust_probes && !t->dw_sites) {
         memprof_cli_error("%s --ebpf: found no allocator entry point to probe (malloc & co. or "
                           "the Rust allocator shims) in %s%s",
@@ -393,6 +441,7 @@ void memprof__ebpf_trace_free(struct memprof_ebpf_trace *t)
     memprof__ebpf_session_close(t->session);
     memprof__ebpf_record_free(t->record);
     memprof__ebpf_maps_free(&t->maps);
+    free(t->paths);
     free(t);
 }
 

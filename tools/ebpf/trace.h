@@ -32,6 +32,13 @@ int memprof__ebpf_trace_start(const char *cmd, pid_t pid, uint64_t rate,
                               const struct memprof_ebpf_file *files, unsigned nfiles,
                               struct memprof_ebpf_trace **out);
 
+/* Probes the files the process has mapped since the start or the last rescan (a library
+ * it dlopen()ed, the libraries a program started by `run` loaded after its exec): their
+ * malloc family where they define it, their Rust allocator. Says so in one line per file
+ * unless `quiet`. Returns how many files got probes. Allocations a library made before
+ * its rescan are not seen. */
+int memprof__ebpf_trace_rescan(struct memprof_ebpf_trace *t, bool quiet);
+
 /* Collects records for up to `timeout_ms`. Returns 0 or a negative errno. */
 int memprof__ebpf_trace_poll(struct memprof_ebpf_trace *t, int timeout_ms);
 
