@@ -546,10 +546,11 @@ static void site(struct walk *w, Dwarf_Die *die, Dwarf_Die *origin, enum entry e
         s.ptr = param_loc(&conc[ptr_i], pc, 0, frame_base, at_entry);
     /* An allocation needs its size; a free (or a realloc's old block) its address. A free
      * whose address is gone (an allocator that ignores it, as a bump allocator does) has
-     * nothing to report. */
+     * nothing to report. Each probe hit costs microseconds: a free is probed further into
+     * its copy only when the entry cannot see the address. */
     if (inlined && s.kind == MEMPROF_EBPF_SITE_FREE && have[ptr_i] &&
-        later_frees(w, die, &conc[ptr_i], pc, frame_base, &s) &&
-        s.ptr.kind == MEMPROF_EBPF_LOC_NONE)
+        s.ptr.kind == MEMPROF_EBPF_LOC_NONE &&
+        later_frees(w, die, &conc[ptr_i], pc, frame_base, &s))
         return; /* seen further in */
     bool ok = s.kind == MEMPROF_EBPF_SITE_FREE ? s.ptr.kind != MEMPROF_EBPF_LOC_NONE
                                                : s.size.kind != MEMPROF_EBPF_LOC_NONE;
