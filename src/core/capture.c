@@ -12,6 +12,8 @@
 #include <stddef.h>
 #if HAVE_LIBUNWIND
 #include <dlfcn.h>
+#include <link.h>
+#include <string.h>
 #include <unwind.h>
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -185,13 +187,34 @@ static const struct unwinder linked_unwinder = {_Unwind_Backtrace, _Unwind_GetIP
 static struct unwinder process_unwinder;
 static const struct unwinder *_Atomic unwinder = &linked_unwinder;
 
+/* The path of the loaded libgcc_s.so.1, found among the loaded objects' names: dlopen() of
+ * the soname with RTLD_NOLOAD would, when it is not loaded, search the cache and open the
+ * file to compare it (nine system calls in every process). */
+struct loaded {
+    const char *path;
+};
+
+static int find_libgcc_s(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    const char *name = info->dlpi_name, *slash = name ? strrchr(name, '/') : NULL;
+    if (!slash || strcmp(slash + 1, "libgcc_s.so.1") != 0)
+        return 0;
+    ((struct loaded *)data)->path = name;
+    return 1;
+}
+
 /* Switches to the process's libgcc_s if it is loaded. dlopen() takes the loader's lock: never
  * in a hook. */
 static void use_process_libgcc(void)
 {
     if (memprof_atomic_load_acquire(&unwinder) == &process_unwinder)
         return;
-    void *h = dlopen("libgcc_s.so.1", RTLD_NOLOAD | RTLD_LAZY | RTLD_NODELETE);
+    struct loaded l = {NULL};
+    if (!dl_iterate_phdr(find_libgcc_s, &l))
+        return;
+    /* By path, which the loader matches against the loaded objects' names without a search. */
+    void *h = dlopen(l.path, RTLD_NOLOAD | RTLD_LAZY | RTLD_NODELETE);
     if (!h)
         return;
     struct unwinder u;

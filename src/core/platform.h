@@ -22,6 +22,11 @@
  * about to use, not a capacity (the tables grow by segments). Returns NULL on failure;
  * leaves errno as it was. Never calls malloc. A few system calls: not for hot paths. */
 void *memprof__pf_map(size_t size);
+/* Says that no mlockall(MCL_FUTURE) can be in effect (the preload plugin's constructor: the
+ * process was just exec()ed, which clears it, and any earlier call went through the plugin's
+ * mlockall): until memprof__pf_mlockall_except() sees MCL_FUTURE, memprof__pf_map() is then one
+ * mmap() instead of three system calls. Only before the first MCL_FUTURE: it never undoes one. */
+MEMPROF_INTERNAL void memprof__pf_no_future_locks(void);
 /* Returns memory from memprof__pf_map() or memprof__pf_map_at(). Only for memory no other
  * thread can still read. Returns 0 or -errno; leaves errno as it was. */
 int memprof__pf_unmap(void *p, size_t size);

@@ -38,6 +38,17 @@
 #define MLOCK_ONFAULT 1 /* Linux 4.4 */
 #endif
 
+/* Whether mlockall(MCL_FUTURE) may be in effect: unknown (assume so) until the plugin says it
+ * cannot be, yes from the first MCL_FUTURE the engine sees. */
+enum { FUTURE_LOCKS_UNKNOWN, FUTURE_LOCKS_NONE, FUTURE_LOCKS_MAYBE };
+static _Atomic int future_locks = FUTURE_LOCKS_UNKNOWN;
+
+void memprof__pf_no_future_locks(void)
+{
+    int unknown = FUTURE_LOCKS_UNKNOWN;
+    memprof_atomic_cas_seqcst(&future_locks, &unknown, FUTURE_LOCKS_NONE);
+}
+
 void *memprof__pf_map(size_t size)
 {
     /* After the program's mlockall(MCL_FUTURE) the kernel locks every new mapping and faults
@@ -48,6 +59,12 @@ void *memprof__pf_map(size_t size)
      * tables mapped before the call); only then is it opened. The program's own blocks in
      * the sample heap are mapped as glibc's would be (memprof__pf_map_at()). */
     int saved = errno;
+    if (memprof_atomic_load_seqcst(&future_locks) == FUTURE_LOCKS_NONE) {
+        void *q = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                       -1, 0);
+        errno = saved;
+        return q == MAP_FAILED ? NULL : q;
+    }
     void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p != MAP_FAILED) {
         if (madvise(p, size, MADV_DONTNEED) != 0 && errno == EINVAL &&
@@ -336,6 +353,8 @@ static bool lock_cb(void *arg, uintptr_t lo, uintptr_t hi)
 int memprof__pf_mlockall_except(int flags, int (*real_mlockall)(int), struct memprof_range *own,
                                 size_t n_own)
 {
+    if (flags & MCL_FUTURE) /* before the call: from here every mapping may come out locked */
+        memprof_atomic_store_seqcst(&future_locks, FUTURE_LOCKS_MAYBE);
     if (!(flags & MCL_CURRENT) || (flags & MCL_ONFAULT) || n_own == 0)
         return real_mlockall(flags);
     int saved = errno;

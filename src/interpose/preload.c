@@ -223,6 +223,8 @@ __attribute__((constructor(101))) static void preload_init(void)
     real.free(real.malloc(1));
     memprof__backend_register();
     memprof__engine_own_code((const void *)preload_init);
+    /* The engine's tables then map with one system call each (platform.h). */
+    memprof__pf_no_future_locks();
     /* Retargeting comes first: no block of the sample heap may exist before every lookup
      * of free finds the plugin. */
     memprof__preload_configure(behind_glibc() && retarget_libc());
