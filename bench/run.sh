@@ -186,6 +186,16 @@ memprof_log "bench_exit.py ..."
 python3 bench/bench_exit.py --build-dir "$build" "${quick_args[@]}" >>"$tmp"
 {
     echo
+    echo "### memprof run -- make"
+    echo
+    echo "(bench_make.py.) Target: within 10 % of the same build without the profiler."
+    echo
+} >>"$tmp"
+memprof_log "bench_make.py ..."
+if [ ${#quick_args[@]} -gt 0 ]; then make_rounds=3; else make_rounds=7; fi
+python3 bench/bench_make.py --build-dir "$build" --rounds "$make_rounds" >>"$tmp"
+{
+    echo
     echo "Total benchmark time: $((SECONDS - start)) s; load average at the end:" \
         "$(cut -d' ' -f1-3 /proc/loadavg)."
 } >>"$tmp"
