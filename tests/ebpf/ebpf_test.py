@@ -41,6 +41,9 @@ Cases:
                    a library): once the command says it probed the library, the host runs
                    its work; the top site is own_alloc::hold_big with 100 MiB within 12 %
   dlopen-run       the same with the host started by run --ebpf
+  children         fork_hold under run --ebpf with -o p.%p.txt: the child it forks gets a
+                   profile of its own, child_site's 100 MiB on top within 12 %; the parent's
+                   profile has parent_site and not the child's site
 """
 import argparse
 import ctypes
@@ -443,6 +446,28 @@ def case_dlopen_run(args, tmp):
     dlopen_case(args, tmp, out, start)
 
 
+def case_children(args, tmp):
+    r = subprocess.run([args.memprof, "run", "--ebpf", "-r", RATE, "-o",
+                        os.path.join(tmp, "p.%p.txt"), "--", args.fork],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        fail(f"memprof run --ebpf fork_hold: exit {r.returncode}: {r.stderr}")
+    m = re.search(r"^child (\d+)$", r.stdout, re.M)
+    if not m:
+        fail("fork_hold did not say its child's pid:\n" + r.stdout)
+    child = os.path.join(tmp, f"p.{m.group(1)}.txt")
+    profiles = sorted(f for f in os.listdir(tmp) if f.startswith("p."))
+    if not os.path.exists(child) or len(profiles) != 2:
+        fail(f"expected the parent's and the child's profile, found {profiles}:\n" + r.stderr)
+    text = read(child)
+    expect_top(text, "hold")
+    if "child_site" not in text.split("\n  2. ")[0]:
+        fail("the child's top site is not child_site's:\n" + text)
+    parent = read(os.path.join(tmp, next(f for f in profiles if f != os.path.basename(child))))
+    if "parent_site" not in parent or "child_site" in parent:
+        fail("the parent's profile should have parent_site and not child_site:\n" + parent)
+
+
 CASES = {
     "rust-run": (case_rust_run, "rust"),
     "rust-attach": (case_rust_attach, "rust"),
@@ -460,6 +485,7 @@ CASES = {
     "own-alloc-no-debug-info": (case_own_alloc_no_debug_info, "own_alloc_nodebug"),
     "dlopen-attach": (case_dlopen_attach, "own_alloc_lib"),
     "dlopen-run": (case_dlopen_run, "own_alloc_lib"),
+    "children": (case_children, "fork"),
 }
 
 
@@ -470,6 +496,7 @@ def main():
     ap.add_argument("--static")
     ap.add_argument("--static-nofp")
     ap.add_argument("--fixed")
+    ap.add_argument("--fork")
     ap.add_argument("--own-alloc")
     ap.add_argument("--own-alloc-s")
     ap.add_argument("--own-alloc-bump")

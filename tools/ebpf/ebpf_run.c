@@ -8,8 +8,9 @@
  * exec, while the probes are attached (a uprobe is set on a file; the kernel puts it into
  * the program's mappings of that file when they appear, so libc's probes work although
  * libc is mapped after the exec), and it stops at its exit (PTRACE_EVENT_EXIT), while its
- * maps can still be read, so the last samples' frames get their modules. Every other stop
- * is a signal for the program, passed on as it came. Which libc: the one this command
+ * maps can still be read, so the last samples' frames get their modules. Children it
+ * forks are traced as well (below: each with a trace of its own). Every other stop is a
+ * signal for the program, passed on as it came. Which libc: the one this command
  * runs with, the one a dynamically linked program on this system loads (a script's
  * interpreter too, executed in the same process); a static program is probed in itself.
  *
@@ -25,6 +26,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -37,6 +39,7 @@
 #include "cli.h"
 #include "ebpf_cli.h"
 #include "elfscan.h"
+#include "procmaps.h"
 #include "trace.h"
 
 #define POLL_MS       50
@@ -110,6 +113,148 @@ struct run_ebpf {
     char **argv;
 };
 
+/* ---- children ------------------------------------------------------------------------
+ * A child the program forks is traced too (PTRACE_O_TRACEFORK: it starts stopped), with a
+ * trace of its own: the BPF program is loaded for its pid, its probes set on the files it
+ * has mapped, and it writes its own profile (the output name's %p is its pid) at its exit.
+ * Probes belong to one process, so nothing else on the system pays for them. Children are
+ * followed only when each gets a profile of its own: with -o naming one file for all, not.
+ * What a forked child holds from its parent is not in its profile (as after an attach).
+ */
+#define MAX_CHILDREN 64
+
+struct child {
+    pid_t pid;
+    struct memprof_ebpf_trace *t; /* NULL: not traced (no probe to set, or out of room) */
+    bool finished;
+    char name[NAME_MAX + 1];
+    char out[PATH_MAX];
+};
+
+struct children {
+    struct child c[MAX_CHILDREN];
+    size_t n;
+    bool follow;
+};
+
+static struct child *find_child(struct children *cs, pid_t pid)
+{
+    for (size_t i = 0; i < cs->n; i++)
+        if (cs->c[i].pid == pid)
+            return &cs->c[i];
+    return NULL;
+}
+
+/* The process's command name (after an exec, the program's). */
+static void comm_of(pid_t pid, char *out, size_t size)
+{
+    char p[64];
+    snprintf(p, sizeof p, "/proc/%d/comm", (int)pid);
+    FILE *f = fopen(p, "re");
+    if (f) {
+        if (fgets(out, (int)size, f))
+            out[strcspn(out, "\n")] = 0;
+        fclose(f);
+    }
+}
+
+/* A new child, stopped at its start: its trace is started before it runs. */
+static struct child *add_child(struct children *cs, const struct run_ebpf *o, pid_t pid,
+                               const char *parent_name)
+{
+    if (cs->n == MAX_CHILDREN)
+        return NULL;
+    struct child *c = &cs->c[cs->n++];
+    memset(c, 0, sizeof *c);
+    c->pid = pid;
+    snprintf(c->name, sizeof c->name, "%.*s", NAME_MAX, parent_name);
+    comm_of(pid, c->name, sizeof c->name);
+    if (!cs->follow || !memprof__ebpf_output_path(o->output, c->name, o->format, pid, c->out))
+        return c;
+    static char paths[256][PATH_MAX];
+    unsigned n = memprof__ebpf_mapped_files(pid, paths, 256);
+    if (!n)
+        return c; /* gone already */
+    struct memprof_ebpf_file files[256];
+    for (unsigned i = 0; i < n; i++)
+        files[i] = (struct memprof_ebpf_file){paths[i], true};
+    if (memprof__ebpf_trace_start("run", pid, o->rate, files, n, &c->t) != 0)
+        c->t = NULL; /* said in one line; the child runs untraced */
+    else if (!o->quiet)
+        memprof_cli_error("run --ebpf: following child process %d", (int)pid);
+    return c;
+}
+
+static void finish_child(struct child *c, const struct run_ebpf *o)
+{
+    if (!c->t || c->finished)
+        return;
+    c->finished = true;
+    struct memprof_ebpf_output eo = {
+        .path = c->out, .format = o->format, .program = c->name, .quiet = o->quiet};
+    memprof__ebpf_trace_finish(c->t, &eo);
+}
+
+/* A wait status of a traced process other than the program itself. A child is added at
+ * its first stop, which ptrace reports for every child it attached: its parent's fork
+ * event may come later, even after the child's exit, and is not needed. */
+static void child_status(struct children *cs, const struct run_ebpf *o, pid_t w, int status,
+                         const char *parent_name)
+{
+    struct child *c = find_child(cs, w);
+    if (!c && !(c = add_child(cs, o, w, parent_name)))
+        return; /* out of room: it stays traced by ptrace only, and is continued below */
+    if (WIFEXITED(status) || WIFSIGNALED(status)) {
+        finish_child(c, o); /* without an exit stop: frames may lack names */
+        memprof__ebpf_trace_free(c->t);
+        *c = cs->c[--cs->n];
+        return;
+    }
+    if (!WIFSTOPPED(status))
+        return;
+    int sig = WSTOPSIG(status), event = status >> 16;
+    if (sig == SIGTRAP && event) {
+        if (event == PTRACE_EVENT_EXEC)
+            comm_of(w, c->name, sizeof c->name);
+        if (event == PTRACE_EVENT_EXIT)
+            finish_child(c, o);
+        sig = 0;
+    } else if (sig == SIGSTOP) {
+        sig = 0; /* its start (a real SIGSTOP is lost: ptrace cannot tell them apart) */
+    }
+    ptrace(PTRACE_CONT, w, NULL, (void *)(long)sig);
+}
+
+static void poll_children(struct children *cs, bool rescan, bool quiet)
+{
+    for (size_t i = 0; i < cs->n; i++) {
+        if (!cs->c[i].t || cs->c[i].finished)
+            continue;
+        memprof__ebpf_trace_poll(cs->c[i].t, 0);
+        if (rescan)
+            memprof__ebpf_trace_rescan(cs->c[i].t, quiet);
+    }
+}
+
+/* The program is gone: children still running write what they have and are let go (the
+ * tracer's exit would kill them: PTRACE_O_EXITKILL). */
+static void release_children(struct children *cs, const struct run_ebpf *o)
+{
+    for (size_t i = 0; i < cs->n; i++) {
+        struct child *c = &cs->c[i];
+        finish_child(c, o);
+        memprof__ebpf_trace_free(c->t);
+        if (kill(c->pid, SIGSTOP) == 0) {
+            int st;
+            while (waitpid(c->pid, &st, __WALL) == c->pid && WIFSTOPPED(st) &&
+                   WSTOPSIG(st) != SIGSTOP)
+                ptrace(PTRACE_CONT, c->pid, NULL, (void *)(long)WSTOPSIG(st));
+            ptrace(PTRACE_DETACH, c->pid, NULL, (void *)(long)SIGCONT);
+        }
+    }
+    cs->n = 0;
+}
+
 static int trace_child(const struct run_ebpf *o, char *path)
 {
     char libc[PATH_MAX];
@@ -145,8 +290,12 @@ static int trace_child(const struct run_ebpf *o, char *path)
         close(pipefd[0]);
         return CLI_EXIT_CANNOT;
     }
+    /* Children are followed when each can have a profile of its own. */
+    static struct children cs;
+    cs.follow = !o->output || strstr(o->output, "%p");
     ptrace(PTRACE_SETOPTIONS, pid, NULL,
-           (void *)(long)(PTRACE_O_TRACEEXIT | PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL));
+           (void *)(long)(PTRACE_O_TRACEEXIT | PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL |
+                          (cs.follow ? PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK : 0)));
 
     struct memprof_ebpf_trace *t;
     int rc = memprof__ebpf_trace_start("run", pid, o->rate, files, nfiles, &t);
@@ -185,13 +334,18 @@ static int trace_child(const struct run_ebpf *o, char *path)
          * the maps are this command's). */
         if (execed && !finished && round % RESCAN_ROUNDS == 0)
             memprof__ebpf_trace_rescan(t, o->quiet);
-        pid_t w = waitpid(pid, &status, WNOHANG | __WALL);
+        poll_children(&cs, round % RESCAN_ROUNDS == 0, o->quiet);
+        pid_t w = waitpid(-1, &status, WNOHANG | __WALL);
         if (w == 0)
             continue;
         if (w < 0) {
             if (errno == EINTR)
                 continue;
             break;
+        }
+        if (w != pid) {
+            child_status(&cs, o, w, status, name);
+            continue;
         }
         if (WIFEXITED(status) || WIFSIGNALED(status)) {
             code = exit_code(status);
@@ -219,6 +373,7 @@ static int trace_child(const struct run_ebpf *o, char *path)
         }
         ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig);
     }
+    release_children(&cs, o);
     if (write_failed && code == 0)
         code = CLI_EXIT_FAILURE;
     close(pipefd[0]);
