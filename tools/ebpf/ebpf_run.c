@@ -126,6 +126,7 @@ struct run_ebpf {
 struct child {
     pid_t pid;
     struct memprof_ebpf_trace *t; /* NULL: not traced (no probe to set, or out of room) */
+    bool started;                 /* its first stop was seen (and its trace started) */
     bool finished;
     char name[NAME_MAX + 1];
     char out[PATH_MAX];
@@ -158,9 +159,8 @@ static void comm_of(pid_t pid, char *out, size_t size)
     }
 }
 
-/* A new child, stopped at its start: its trace is started before it runs. */
-static struct child *add_child(struct children *cs, const struct run_ebpf *o, pid_t pid,
-                               const char *parent_name)
+/* A child ptrace attached, known from its parent's fork event or its own first stop. */
+static struct child *add_child(struct children *cs, pid_t pid, const char *parent_name)
 {
     if (cs->n == MAX_CHILDREN)
         return NULL;
@@ -168,13 +168,32 @@ static struct child *add_child(struct children *cs, const struct run_ebpf *o, pi
     memset(c, 0, sizeof *c);
     c->pid = pid;
     snprintf(c->name, sizeof c->name, "%.*s", NAME_MAX, parent_name);
-    comm_of(pid, c->name, sizeof c->name);
+    return c;
+}
+
+/* The child `w` reported a fork: its child is known before that one's first stop, so that
+ * it is let go, not killed, if this command ends first (release_children()). A fork event
+ * can also come after the new child already exited: it is then added again, and found
+ * gone at the end. */
+static void note_fork(struct children *cs, pid_t w, const char *name)
+{
+    unsigned long pid;
+    if (ptrace(PTRACE_GETEVENTMSG, w, NULL, &pid) == 0 && !find_child(cs, (pid_t)pid))
+        add_child(cs, (pid_t)pid, name);
+}
+
+/* A child at its first stop: its trace is started before it runs. */
+static void trace_new_child(struct children *cs, const struct run_ebpf *o, struct child *c)
+{
+    c->started = true;
+    comm_of(c->pid, c->name, sizeof c->name);
+    pid_t pid = c->pid;
     if (!cs->follow || !memprof__ebpf_output_path(o->output, c->name, o->format, pid, c->out))
-        return c;
+        return;
     static char paths[256][PATH_MAX];
     unsigned n = memprof__ebpf_mapped_files(pid, paths, 256);
     if (!n)
-        return c; /* gone already */
+        return; /* gone already */
     struct memprof_ebpf_file files[256];
     for (unsigned i = 0; i < n; i++)
         files[i] = (struct memprof_ebpf_file){paths[i], true};
@@ -182,7 +201,6 @@ static struct child *add_child(struct children *cs, const struct run_ebpf *o, pi
         c->t = NULL; /* said in one line; the child runs untraced */
     else if (!o->quiet)
         memprof_cli_error("run --ebpf: following child process %d", (int)pid);
-    return c;
 }
 
 static void finish_child(struct child *c, const struct run_ebpf *o)
@@ -195,15 +213,17 @@ static void finish_child(struct child *c, const struct run_ebpf *o)
     memprof__ebpf_trace_finish(c->t, &eo);
 }
 
-/* A wait status of a traced process other than the program itself. A child is added at
- * its first stop, which ptrace reports for every child it attached: its parent's fork
- * event may come later, even after the child's exit, and is not needed. */
+/* A wait status of a traced process other than the program itself. Its first stop may
+ * come before its parent's fork event. */
 static void child_status(struct children *cs, const struct run_ebpf *o, pid_t w, int status,
                          const char *parent_name)
 {
     struct child *c = find_child(cs, w);
-    if (!c && !(c = add_child(cs, o, w, parent_name)))
-        return; /* out of room: it stays traced by ptrace only, and is continued below */
+    if (!c && !(c = add_child(cs, w, parent_name))) {
+        if (WIFSTOPPED(status)) /* out of room: let go untraced */
+            ptrace(PTRACE_DETACH, w, NULL, NULL);
+        return;
+    }
     if (WIFEXITED(status) || WIFSIGNALED(status)) {
         finish_child(c, o); /* without an exit stop: frames may lack names */
         memprof__ebpf_trace_free(c->t);
@@ -213,14 +233,17 @@ static void child_status(struct children *cs, const struct run_ebpf *o, pid_t w,
     if (!WIFSTOPPED(status))
         return;
     int sig = WSTOPSIG(status), event = status >> 16;
-    if (sig == SIGTRAP && event) {
+    if (!c->started) {
+        trace_new_child(cs, o, c);
+        sig = sig == SIGSTOP ? 0 : sig; /* its start */
+    } else if (sig == SIGTRAP && event) {
         if (event == PTRACE_EVENT_EXEC)
             comm_of(w, c->name, sizeof c->name);
+        if (event == PTRACE_EVENT_FORK || event == PTRACE_EVENT_VFORK)
+            note_fork(cs, w, c->name);
         if (event == PTRACE_EVENT_EXIT)
             finish_child(c, o);
         sig = 0;
-    } else if (sig == SIGSTOP) {
-        sig = 0; /* its start (a real SIGSTOP is lost: ptrace cannot tell them apart) */
     }
     ptrace(PTRACE_CONT, w, NULL, (void *)(long)sig);
 }
@@ -242,10 +265,16 @@ static void release_children(struct children *cs, const struct run_ebpf *o)
 {
     for (size_t i = 0; i < cs->n; i++) {
         struct child *c = &cs->c[i];
+        int st;
+        if (!c->started) {
+            /* Its first stop is on its way (or it is gone: ECHILD). */
+            if (waitpid(c->pid, &st, __WALL) == c->pid && WIFSTOPPED(st))
+                ptrace(PTRACE_DETACH, c->pid, NULL, NULL);
+            continue;
+        }
         finish_child(c, o);
         memprof__ebpf_trace_free(c->t);
         if (kill(c->pid, SIGSTOP) == 0) {
-            int st;
             while (waitpid(c->pid, &st, __WALL) == c->pid && WIFSTOPPED(st) &&
                    WSTOPSIG(st) != SIGSTOP)
                 ptrace(PTRACE_CONT, c->pid, NULL, (void *)(long)WSTOPSIG(st));
@@ -364,6 +393,8 @@ static int trace_child(const struct run_ebpf *o, char *path)
         if (sig == SIGTRAP && event) {
             if (event == PTRACE_EVENT_EXEC)
                 execed = true;
+            if (event == PTRACE_EVENT_FORK || event == PTRACE_EVENT_VFORK)
+                note_fork(&cs, pid, name);
             /* The program is ending and its maps are still there: write now. */
             if (event == PTRACE_EVENT_EXIT && execed && !finished) {
                 finished = true;
