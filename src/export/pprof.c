@@ -765,16 +765,24 @@ static void encode_extension(struct writer *w)
     memprof__pb_end(&w->out, m);
 }
 
-/* Deflates the message to `out` with a gzip header. */
-static int gzip_to(const struct memprof_pb_buf *msg, FILE *out)
+/* Deflates the message to `out` with a gzip header, at zlib's `level`. */
+static int gzip_to(const struct memprof_pb_buf *msg, FILE *out, int level)
 {
     const struct memprof__zlib *zl = memprof__zlib();
     if (!zl) /* still a gzip file every reader takes, uncompressed */
         return memprof__gzip_stored(msg->data, msg->len, out);
     z_stream zs = {0};
-    /* windowBits 15 + 16: a gzip header and trailer instead of zlib's. */
-    int zrc = zl->deflate_init2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
-                                Z_DEFAULT_STRATEGY, ZLIB_VERSION, (int)sizeof zs);
+    /* A window no larger than the message, and a hash table in proportion: zlib's default
+     * state (32 KiB window, 64 KiB hash heads, 64 KiB pending buffer) is a fresh mapping to
+     * fault in and a table to clear, which for the few KiB of most processes' profiles cost
+     * more than compressing them. The output is the same format; 9 is zlib's smallest window
+     * for deflate, 15 its largest. */
+    int bits = 9;
+    while (bits < 15 && ((size_t)1 << bits) < msg->len)
+        bits++;
+    /* + 16: a gzip header and trailer instead of zlib's. */
+    int zrc = zl->deflate_init2(&zs, level, Z_DEFLATED, bits + 16, bits - 7, Z_DEFAULT_STRATEGY,
+                                ZLIB_VERSION, (int)sizeof zs);
     if (zrc != Z_OK)
         return zrc == Z_MEM_ERROR ? -ENOMEM : -EINVAL;
     static const size_t chunk = 1u << 16;
@@ -947,7 +955,11 @@ int memprof__export_pprof(const struct memprof_profile *p, FILE *out)
     encode_extension(&w);
     if (w.out.oom)
         goto done;
-    rc = gzip_to(&w.out, out);
+    /* A raw profile is what memprof run's processes write for the command to name and
+     * rewrite after the exit: the fastest level, in every process of a build (zlib's default
+     * level took ~1.3 % of `memprof run -- make`'s CPU, doc/performance.md, Start-up). */
+    rc = gzip_to(&w.out, out,
+                 memprof__profile_unsymbolized(p) ? Z_BEST_SPEED : Z_DEFAULT_COMPRESSION);
 done:
     writer_free(&w);
     return rc;
