@@ -78,8 +78,10 @@ def skip(msg):
 def check_bpf(memprof):
     if os.geteuid() != 0:
         skip("not root: no BPF")
-    r = subprocess.run([memprof, "run", "--ebpf", "--", "true"], capture_output=True,
-                       text=True, timeout=60)
+    # In a directory of its own: the profile of `true` is written where the command runs.
+    with tempfile.TemporaryDirectory() as tmp:
+        r = subprocess.run([os.path.abspath(memprof), "run", "--ebpf", "--", "true"],
+                           capture_output=True, text=True, timeout=60, cwd=tmp)
     if r.returncode == NO_BPF:
         skip(r.stderr.strip())
     if r.returncode != 0:
@@ -235,9 +237,10 @@ def case_no_privilege(args, tmp):
     setpriv = shutil.which("setpriv")
     if not setpriv:
         skip("no setpriv")
-    r = subprocess.run([setpriv, "--inh-caps=-all", "--bounding-set=-all", "--", args.memprof,
+    r = subprocess.run([setpriv, "--inh-caps=-all", "--bounding-set=-all", "--",
+                        os.path.abspath(args.memprof),
                         "run", "--ebpf", "--", "true"], capture_output=True, text=True,
-                       timeout=60)
+                       timeout=60, cwd=tmp)
     lines = r.stderr.strip().splitlines()
     if r.returncode != NO_BPF or len(lines) != 1 or "may not load BPF" not in lines[0]:
         fail(f"expected one line and exit {NO_BPF}, got exit {r.returncode}: {r.stderr!r}")
