@@ -95,17 +95,6 @@ static void take_peak(struct memprof_snapshot *s, const uint32_t *site_of, size_
     s->peak_t_ns = peak.t_ns;
 }
 
-/* The longest lifetime a site's freed samples had, as its bucket's upper edge (the open
- * last bucket: four times its lower edge, about 18 minutes). */
-static uint64_t max_lifetime_ns(const struct memprof_snap_site *site)
-{
-    for (unsigned b = MEMPROF_LIFETIME_BUCKETS; b-- > 0;)
-        if (site->lifetimes[b])
-            return b + 1 < MEMPROF_LIFETIME_BUCKETS ? memprof__lifetime_bucket_end_ns(b)
-                                                    : memprof__lifetime_bucket_end_ns(b - 1) * 4;
-    return 0;
-}
-
 /* Each site's leak statistic from its survivors. The samples are grouped by stack with a
  * counting sort (`end` has room for nids + 1 entries, `work` for every sample), then each
  * group is sorted by time: linear in the samples plus the sort of each site's own. */
@@ -134,7 +123,8 @@ static void take_leaks(struct memprof_snapshot *s, const uint32_t *site_of, size
         qsort(group, n, sizeof *group, by_time);
         struct memprof_snap_site *site = &s->sites[site_of[id] - 1];
         struct memprof_leak_window win =
-            memprof__leak_window(origin, s->timestamp_ns, max_lifetime_ns(site), site->first_ns);
+            memprof__leak_window(origin, s->timestamp_ns,
+                                 memprof__leak_max_lifetime_ns(site->lifetimes), site->first_ns);
         memprof__leak_stat(group, n, win, &site->leak);
     }
 }

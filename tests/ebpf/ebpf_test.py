@@ -44,6 +44,10 @@ Cases:
   children         fork_hold under run --ebpf with -o p.%p.txt: the child it forks gets a
                    profile of its own, child_site's 100 MiB on top within 12 %; the parent's
                    profile has parent_site and not the child's site
+  leaks            steady_leak under run --ebpf: a start-up cache, a site that leaks 64 KiB
+                   every 10 ms, and churn; memprof report --view leaks ranks the leaker
+                   first, a suspect, and neither the cache nor the churn is one; the run's
+                   summary names the leaker among its leak suspects too
 """
 import argparse
 import ctypes
@@ -471,6 +475,27 @@ def case_children(args, tmp):
         fail("the parent's profile should have parent_site and not child_site:\n" + parent)
 
 
+LEAKING = re.compile(r"^\s*\d+\. leaking ~.*  (\S.*)$", re.M)
+
+
+def case_leaks(args, tmp):
+    pb = os.path.join(tmp, "leak.pb.gz")
+    summary = run_ebpf(args.memprof, args.leak, pb)
+    r = subprocess.run([args.memprof, "report", "--view", "leaks", "-f", "text", pb],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        fail("memprof report --view leaks: " + r.stderr)
+    suspects = [site.strip() for site in LEAKING.findall(r.stdout)]
+    if not suspects or suspects[0] != "leak_site":
+        fail(f"the leaks view should rank leak_site first, it has {suspects}:\n" + r.stdout)
+    for other in ("cache_site", "churn_site"):
+        if other in suspects:
+            fail(f"{other} is not a leak but is a suspect:\n" + r.stdout)
+    if "leak_site" not in [site.strip() for site in LEAKING.findall(summary)]:
+        fail("the run's summary does not name leak_site as a leak suspect:\n" + summary)
+    print("leak suspects: " + ", ".join(suspects))
+
+
 CASES = {
     "rust-run": (case_rust_run, "rust"),
     "rust-attach": (case_rust_attach, "rust"),
@@ -489,6 +514,7 @@ CASES = {
     "dlopen-attach": (case_dlopen_attach, "own_alloc_lib"),
     "dlopen-run": (case_dlopen_run, "own_alloc_lib"),
     "children": (case_children, "fork"),
+    "leaks": (case_leaks, "leak"),
 }
 
 
@@ -500,6 +526,7 @@ def main():
     ap.add_argument("--static-nofp")
     ap.add_argument("--fixed")
     ap.add_argument("--fork")
+    ap.add_argument("--leak")
     ap.add_argument("--own-alloc")
     ap.add_argument("--own-alloc-s")
     ap.add_argument("--own-alloc-bump")

@@ -6,7 +6,9 @@
  * allocator hands out again. Estimates are the library's (common/estimate.h): a sample of s
  * bytes weighs s / p(s) bytes and 1 / p(s) allocations, p(s) = 1 - exp(-s/R). The live
  * figures of the profile are summed afresh from the live samples at the end, so rounding
- * in the running sums (used only to find the peak) never reaches them.
+ * in the running sums (used only to find the peak) never reaches them. Each site's leak
+ * statistic is the engine's (common/leakstat.h), from its live samples' allocation times, its
+ * first sample and its lifetime histogram, over the time of the record.
  */
 #define _GNU_SOURCE
 #include "record.h"
@@ -18,8 +20,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/lifetime.h"
 #include "common/estimate.h"
+#include "common/leakstat.h"
+#include "common/lifetime.h"
 #include "memprof/memprof.h"
 
 #define MAX_SERIES         1024
@@ -36,6 +39,8 @@ struct rstack {
     bool truncated;
     struct memprof_est alloc, live, temp, peak, final_live;
     uint32_t lifetimes[MEMPROF_LIFETIME_BUCKETS];
+    uint64_t first_ns; /* its first sample's time */
+    struct memprof_leak_stat leak;
 };
 
 struct rsample {
@@ -370,6 +375,8 @@ static int on_alloc(struct memprof_ebpf_record *r, const struct memprof_ebpf_eve
     r->buckets[b] = smp;
     r->nlive++;
     struct rstack *st = &r->stacks[s];
+    if (!st->alloc.samples)
+        st->first_ns = t;
     memprof__est_add(&st->alloc, e->size, r->rate);
     memprof__est_add(&st->live, e->size, r->rate);
     memprof__est_add(&r->live_total, e->size, r->rate);
@@ -437,6 +444,50 @@ static int by_inuse(const void *a, const void *b)
     return x->alloc_space < y->alloc_space ? 1 : x->alloc_space > y->alloc_space ? -1 : 0;
 }
 
+static int by_time(const void *a, const void *b)
+{
+    const struct memprof_leak_sample *x = a, *y = b;
+    return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+/* Each stack's leak statistic at `now` (since the start of the record), as the engine's
+ * snapshot computes it: the live samples grouped by stack (a counting sort), each group by
+ * time. Returns 0 or -ENOMEM. */
+static int take_leaks(struct memprof_ebpf_record *r, uint64_t now)
+{
+    size_t *end = calloc(r->nstacks + 1, sizeof *end);
+    struct memprof_leak_sample *work = malloc((r->nlive ? r->nlive : 1) * sizeof *work);
+    if (!end || !work) {
+        free(end);
+        free(work);
+        return -ENOMEM;
+    }
+    for (size_t b = 0; b < r->nbuckets; b++)
+        for (const struct rsample *x = r->buckets[b]; x; x = x->next)
+            end[x->stack]++;
+    for (size_t i = 1; i <= r->nstacks; i++)
+        end[i] += end[i - 1]; /* the end of each stack's group */
+    for (size_t b = 0; b < r->nbuckets; b++)
+        for (const struct rsample *x = r->buckets[b]; x; x = x->next)
+            work[--end[x->stack]] = (struct memprof_leak_sample){
+                x->t_ns, (double)x->size / memprof__est_prob(x->size, r->rate)};
+    /* Now end[i] is where stack i's group begins, end[i + 1] where it ends. */
+    for (size_t i = 0; i < r->nstacks; i++) {
+        struct rstack *s = &r->stacks[i];
+        size_t n = end[i + 1] - end[i];
+        memset(&s->leak, 0, sizeof s->leak);
+        if (!n)
+            continue;
+        qsort(work + end[i], n, sizeof *work, by_time);
+        uint64_t longest = memprof__leak_max_lifetime_ns(s->lifetimes);
+        memprof__leak_stat(work + end[i], n, memprof__leak_window(0, now, longest, s->first_ns),
+                           &s->leak);
+    }
+    free(end);
+    free(work);
+    return 0;
+}
+
 int memprof__ebpf_record_profile(struct memprof_ebpf_record *r, uint64_t end_ns,
                                  const struct memprof_ebpf_health *h, struct memprof_profile **out)
 {
@@ -450,6 +501,10 @@ int memprof__ebpf_record_profile(struct memprof_ebpf_record *r, uint64_t end_ns,
     p->time_unix_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
     p->duration_ns = end_ns > r->start_ns ? end_ns - r->start_ns : 0;
     p->temp_threshold_ns = TEMP_THRESHOLD_NS;
+    if (take_leaks(r, p->duration_ns) != 0) {
+        free(p);
+        return -ENOMEM;
+    }
     /* Live figures afresh from the live samples. */
     struct memprof_est total = {0};
     for (size_t i = 0; i < r->nstacks; i++)
@@ -507,6 +562,10 @@ int memprof__ebpf_record_profile(struct memprof_ebpf_record *r, uint64_t end_ns,
         ps->temp_space = memprof__est_round(s->temp.bytes);
         ps->temp_samples = s->temp.samples;
         memcpy(ps->lifetimes, s->lifetimes, sizeof ps->lifetimes);
+        ps->leak_space = memprof__est_round(s->leak.bytes);
+        ps->leak_samples = s->leak.samples;
+        ps->leak_rate = s->leak.rate;
+        ps->leak_suspect = s->leak.suspect;
         ps->thread = s->thread;
         truncated += s->truncated;
     }
