@@ -749,7 +749,56 @@ int memprof__ebpf_dwarf_scan(const char *path, const struct memprof_ebpf_elf *el
     return w.err;
 }
 
+/* The call frame information says where the canonical frame address is kept at `vaddr`:
+ * through %rbp (DWARF register 6 on x86-64) when the function keeps a frame pointer there,
+ * through %rsp when it does not. Exact where reading the prologue is not: a compiler may
+ * schedule other instructions between `push %rbp` and `mov %rsp,%rbp`. */
+int memprof__ebpf_dwarf_fp_at(const char *path, uint64_t vaddr)
+{
+#if defined(__x86_64__)
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    elf_version(EV_CURRENT);
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    Dwarf_CFI *cfi = e ? dwarf_getcfi_elf(e) : NULL;
+    Dwarf_Frame *frame = NULL;
+    Dwarf_Op *ops;
+    size_t nops;
+    int r = -1;
+    if (cfi && dwarf_cfi_addrframe(cfi, vaddr, &frame) == 0 &&
+        dwarf_frame_cfa(frame, &ops, &nops) == 0 && nops == 1) {
+        uint64_t reg = ops[0].atom == DW_OP_bregx ? ops[0].number
+                       : ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31
+                           ? (uint64_t)(ops[0].atom - DW_OP_breg0)
+                           : UINT64_MAX;
+        if (reg == 6)
+            r = 1;
+        else if (reg == 7)
+            r = 0;
+    }
+    free(frame);
+    if (cfi)
+        dwarf_cfi_end(cfi);
+    if (e)
+        elf_end(e);
+    close(fd);
+    return r;
+#else
+    (void)path;
+    (void)vaddr;
+    return -1;
+#endif
+}
+
 #else /* !HAVE_LIBDW */
+
+int memprof__ebpf_dwarf_fp_at(const char *path, uint64_t vaddr)
+{
+    (void)path;
+    (void)vaddr;
+    return -1;
+}
 
 int memprof__ebpf_dwarf_scan(const char *path, const struct memprof_ebpf_elf *elf, size_t max_sites,
                              struct memprof_ebpf_dwarf *out)

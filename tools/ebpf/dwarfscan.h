@@ -48,4 +48,9 @@ int memprof__ebpf_dwarf_scan(const char *path, const struct memprof_ebpf_elf *el
 
 void memprof__ebpf_dwarf_free(struct memprof_ebpf_dwarf *d);
 
+/* Whether the function containing virtual address `vaddr` of `path` keeps a frame pointer
+ * there, from the file's call frame information (.eh_frame): 1 yes, 0 no, -1 not known (no
+ * CFI for the address, no libdw, not x86-64). */
+int memprof__ebpf_dwarf_fp_at(const char *path, uint64_t vaddr);
+
 #endif

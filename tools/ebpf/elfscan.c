@@ -18,8 +18,9 @@
  * shows those (dwarfscan.c).
  *
  * Frame pointers: on x86-64 a function that keeps one starts with `push %rbp; mov %rsp,%rbp`
- * (after an `endbr64` under CET). The command reads the first bytes of the functions that
- * called the allocator, which says what the kernel's frame-pointer walk found above them.
+ * (after an `endbr64` under CET). Where a file has no call frame information (which
+ * dwarfscan.c reads first), the command reads the first bytes of the functions that called
+ * the allocator, which says what the kernel's frame-pointer walk found above them.
  */
 #define _GNU_SOURCE
 #include "elfscan.h"

@@ -285,7 +285,8 @@ void memprof__ebpf_trace_drain(struct memprof_ebpf_trace *t)
 }
 
 /* Whether the functions that called the allocator keep frame pointers: the first native
- * frame of the largest stacks, read from their files (at most FP_CHECKS functions). */
+ * frame of the largest stacks, judged from their files' call frame information at the call,
+ * or without it from their first bytes (at most FP_CHECKS functions). */
 #define FP_CHECKS 64
 static void check_frame_pointers(struct memprof_ebpf_trace *t, const struct memprof_profile *p)
 {
@@ -302,7 +303,10 @@ static void check_frame_pointers(struct memprof_ebpf_trace *t, const struct memp
         bool dup = false;
         for (unsigned k = 0; k < t->fp_checked && !dup; k++)
             dup = seen[k] == (start ^ (uint64_t)(uintptr_t)f->module);
-        int fp = dup ? -1 : memprof__ebpf_elf_fp_prologue(f->module, start);
+        /* The call frame information at the call, else the function's first bytes. */
+        int fp = dup ? -1 : memprof__ebpf_dwarf_fp_at(f->module, f->address - f->load_bias - 1);
+        if (!dup && fp < 0)
+            fp = memprof__ebpf_elf_fp_prologue(f->module, start);
         if (fp < 0)
             continue;
         seen[t->fp_checked++] = start ^ (uint64_t)(uintptr_t)f->module;
