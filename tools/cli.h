@@ -122,10 +122,6 @@ int memprof_cli_symbolize(const struct memprof_profile *p, struct memprof_cli_sy
  * gained a name, or always when s->format asks for another format than pprof. Returns 0 or
  * a negative errno after one line. */
 int memprof_cli_symbolize_file(const char *path, struct memprof_cli_symbolize *s);
-/* The same, the result written to `to` instead; returns 1, writing nothing, when the file
- * at `path` is final as it is (pprof, nothing gained a name). */
-int memprof_cli_symbolize_file_to(const char *path, const char *to,
-                                  struct memprof_cli_symbolize *s);
 void memprof_cli_symbolize_end(struct memprof_cli_symbolize *s);
 
 /* Checks that a file can be created in the directory that would hold `path` (by creating

@@ -98,10 +98,10 @@ static bool find_plugin(char *out)
 /* After the program ended: finds its profile (renaming or copying it to -o's name), prints
  * the summary and the children's profiles, and returns the exit status for this command. */
 static int outcome(const struct run_options *o, struct paths *ps, pid_t pid, int status,
-                   const struct tmpl_parts *tp, const char *dir, const struct pfiles *before,
+                   const struct tmpl_parts *tp, const struct pfiles *before,
                    const struct timespec *start)
 {
-    struct run_files r = {.tp = tp, .dir = dir, .before = before, .pid = pid};
+    struct run_files r = {.tp = tp, .before = before, .pid = pid};
     /* The summary of a profile converted to another format, taken while it is converted. */
     size_t converted_len = 0;
     FILE *summary = o->quiet ? NULL : open_memstream(&r.converted, &converted_len);
@@ -122,24 +122,17 @@ static int run_program(const struct run_options *o, const char *plugin, struct p
     struct run_child child;
     if (!memprof_cli_child_prepare(o, &child))
         return CLI_EXIT_CANNOT;
-    /* The spool and the listing before the start, made while the forwarded signals are
-     * blocked: from here on, a signal that ends the run reaches the program and this command
-     * removes the spool after it. */
-    memprof_cli_spool_open(o, ps);
+    /* The listing before the start, taken while the forwarded signals are blocked. */
     struct timespec start;
     clock_gettime(CLOCK_REALTIME, &start);
-    struct tmpl_parts tp, final_tp;
-    memprof_cli_spool_split(ps->tmpl, &final_tp);
-    if (ps->spool[0])
-        memprof_cli_spool_split(ps->tmpl_abs, &tp);
-    else
-        tp = final_tp;
+    struct tmpl_parts tp;
+    memprof_cli_spool_split(ps->tmpl, &tp);
     struct pfiles before;
     memprof_cli_spool_scan(&tp, &before);
     int status, code = CLI_EXIT_CANNOT;
     if (memprof_cli_child_start(o, plugin, ps, &child) &&
         (code = memprof_cli_child_wait(o, &child, &status)) < 0)
-        code = outcome(o, ps, child.pid, status, &tp, final_tp.dir, &before, &start);
+        code = outcome(o, ps, child.pid, status, &tp, &before, &start);
     free(before.v);
     return code;
 }

@@ -39,17 +39,13 @@ bool memprof_cli_run_deferred(const struct run_options *o);
 /* ---- the profile files of a run (run_spool.c) ----------------------------------------------- */
 
 /* The profile paths of one run. `tmpl` is relative to this process's directory (used here);
- * `tmpl_abs` is what the plugin is given: the same made absolute, or the same file name in
- * the spool `spool` when there is one (memprof_cli_spool_open()). When `final` is set, the
- * main program's file is renamed to it, or copied into it when `final` is written in place
- * (then the files are in the temporary directory `tmpdir`). */
+ * `tmpl_abs` is the same made absolute (given to the plugin). When `final` is set, the main
+ * program's file is renamed to it, or copied into it when `final` is written in place (then
+ * the files are in the temporary directory `tmpdir`). */
 struct paths {
     char tmpl[PATH_MAX], tmpl_abs[PATH_MAX];
     const char *final;
     char tmpdir[PATH_MAX];    /* empty: none */
-    char spool[PATH_MAX];     /* the processes' private directory on tmpfs; empty: none */
-    int spool_lock;           /* the spool, open and flock()ed while this run owns it; -1 */
-    bool spool_kept;          /* a file could not leave the spool: keep it (messages named it) */
     pid_t main_pid;           /* the program's, once started */
     const char *prog;         /* what %e becomes in its file names */
     char main_file[PATH_MAX]; /* its profile, once found */
@@ -80,8 +76,7 @@ struct pfiles {
 
 /* What a run left: the listings before and after it, and the main program's profile. */
 struct run_files {
-    const struct tmpl_parts *tp; /* the listed template: the spool's when there is one */
-    const char *dir;             /* where the files are for the user (the final directory) */
+    const struct tmpl_parts *tp;
     const struct pfiles *before;
     struct pfiles after;
     pid_t pid;             /* the main program's */
@@ -94,12 +89,8 @@ struct run_files {
  * templates. Returns 0, or this command's exit status after one line. Undo with
  * memprof_cli_spool_remove(). */
 int memprof_cli_spool_paths(const struct run_options *o, struct paths *ps);
-/* Removes the private directory (with the main program's file once copied) and the spool
- * with anything left in it. */
-void memprof_cli_spool_remove(struct paths *ps);
-/* Moves the processes' files to a private directory on tmpfs when this run can (see
- * run_spool.c): sets ps->spool and points ps->tmpl_abs into it. Nothing changes otherwise. */
-void memprof_cli_spool_open(const struct run_options *o, struct paths *ps);
+/* Removes the private directory (with the main program's file once copied). */
+void memprof_cli_spool_remove(const struct paths *ps);
 /* Whether the directory that will hold the profiles can be written: false after one line. */
 bool memprof_cli_spool_writable(const struct paths *ps);
 void memprof_cli_spool_split(const char *tmpl, struct tmpl_parts *t);

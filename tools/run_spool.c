@@ -18,18 +18,6 @@
  * socket, /dev/stdout; api/output.h), the files go to a private temporary directory instead
  * and the main program's profile is copied into FILE at the end: renaming over FILE would
  * destroy it, and its directory (/dev) is no place for profiles.
- *
- * The spool: creating a file on a disk file system is a good part of a short process's exit
- * (ext4's inode allocation), and under deferred symbolization this command rewrites every
- * profile anyway. So when nothing reads the files while the program runs (no --interval or
- * --signal) and the template can be listed, the processes write into a private directory
- * on tmpfs ($XDG_RUNTIME_DIR, else /dev/shm; not when neither is tmpfs with SPOOL_MIN_FREE
- * bytes free), under the file names they would have had; after the exit this command
- * writes each one, named, where the user asked and removes the spool, on every way out of
- * the run (memprof_cli_spool_remove()); a spool left by a run killed with SIGKILL is removed
- * by the next run (sweep_stale()). The names and the set of final files are unchanged.
- * A process still running after the program ended (a daemon it started) finds no spool and
- * writes no profile.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -37,13 +25,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "api/output.h"
@@ -155,9 +139,6 @@ static bool make_tmpdir(struct paths *ps)
 int memprof_cli_spool_paths(const struct run_options *o, struct paths *ps)
 {
     ps->tmpdir[0] = 0;
-    ps->spool[0] = 0;
-    ps->spool_lock = -1;
-    ps->spool_kept = false;
     ps->main_pid = 0;
     ps->prog = main_program_name(o);
     ps->copied = false;
@@ -172,133 +153,15 @@ int memprof_cli_spool_paths(const struct run_options *o, struct paths *ps)
     return 0;
 }
 
-/* Removes every entry of directory `dir` (only files: the plugin makes no directories),
- * then the directory. */
-static void remove_all(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d)))
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-                unlinkat(dirfd(d), e->d_name, 0);
-        closedir(d);
-    }
-    rmdir(dir);
-}
-
 /* Removes the run's private directory with the main program's file in it once copied; one
- * that still holds a profile is kept (the messages named it). The spool goes with whatever
- * is in it (the files of a run that failed or was cut short, half-written ones), unless a
- * file could not be delivered from it. */
-static void remove_spool(struct paths *ps)
+ * that still holds a profile is kept (the messages named it). */
+void memprof_cli_spool_remove(const struct paths *ps)
 {
-    if (ps->spool[0] && !ps->spool_kept)
-        remove_all(ps->spool);
-    ps->spool[0] = 0;
-    if (ps->spool_lock >= 0)
-        close(ps->spool_lock);
-    ps->spool_lock = -1;
-}
-
-void memprof_cli_spool_remove(struct paths *ps)
-{
-    remove_spool(ps);
     if (!ps->tmpdir[0])
         return;
     if (ps->copied)
         unlink(ps->main_file);
     rmdir(ps->tmpdir);
-}
-
-/* ---- the spool ------------------------------------------------------------------------------ */
-
-/* Less free than this and the spool is not used: every profile of the run is in it until the
- * program exits, and a full tmpfs would lose them (a make's raw profiles are ~6 KiB each). */
-#define SPOOL_MIN_FREE (256ull << 20)
-
-/* Whether `dir` (absolute, no '%': it goes into the template unescaped and the listing
- * refuses a '%' in the directory) is a tmpfs with room for the spool. */
-static bool spool_root_ok(const char *dir)
-{
-    struct statfs st;
-    return dir && dir[0] == '/' && !strchr(dir, '%') && statfs(dir, &st) == 0 &&
-           (st.f_type == TMPFS_MAGIC || st.f_type == RAMFS_MAGIC) &&
-           (unsigned long long)st.f_bavail * (unsigned long long)st.f_bsize >= SPOOL_MIN_FREE;
-}
-
-/* A spool is this old at least before another run may take it for a dead run's: it is
- * locked a moment after it is created. */
-#define SPOOL_STALE_SECONDS 60
-
-/* Removes the spools of runs that ended without removing theirs (memprof run killed with
- * SIGKILL): this user's, older than a minute, and not locked, since a live run holds the
- * lock on its spool until it removed it. */
-static void sweep_stale(const char *root)
-{
-    DIR *d = opendir(root);
-    if (!d)
-        return;
-    struct dirent *e;
-    time_t now = time(NULL);
-    while ((e = readdir(d))) {
-        struct stat st;
-        char path[PATH_MAX];
-        if (strncmp(e->d_name, "memprof-spool.", 14) ||
-            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
-            st.st_uid != geteuid() || st.st_mtime > now - SPOOL_STALE_SECONDS ||
-            snprintf(path, sizeof path, "%s/%s", root, e->d_name) >= (int)sizeof path)
-            continue;
-        int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
-            remove_all(path);
-        if (fd >= 0)
-            close(fd);
-    }
-    closedir(d);
-}
-
-void memprof_cli_spool_open(const struct run_options *o, struct paths *ps)
-{
-    ps->spool[0] = 0;
-    ps->spool_lock = -1;
-    ps->spool_kept = false;
-    /* Only when nobody looks at the files during the run and this command rewrites each one
-     * (deferred symbolization), in a template it can list, and not into the private
-     * directory of an -o written in place (that one keeps the children's files). */
-    struct tmpl_parts t;
-    memprof_cli_spool_split(ps->tmpl, &t);
-    if (!t.ok || ps->tmpdir[0] || !memprof_cli_run_deferred(o) || o->interval || o->signal_s ||
-        getenv("MEMPROF_INTERVAL") || getenv("MEMPROF_SIGNAL"))
-        return;
-    const char *roots[] = {getenv("XDG_RUNTIME_DIR"), "/dev/shm"};
-    for (size_t i = 0; i < sizeof roots / sizeof *roots && !ps->spool[0]; i++) {
-        if (!spool_root_ok(roots[i]) ||
-            snprintf(ps->spool, sizeof ps->spool, "%s/memprof-spool.XXXXXX", roots[i]) >=
-                (int)sizeof ps->spool ||
-            !mkdtemp(ps->spool))
-            ps->spool[0] = 0;
-    }
-    if (!ps->spool[0])
-        return;
-    /* Close-on-exec: the lock is this command's, not its program's. */
-    ps->spool_lock = open(ps->spool, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (ps->spool_lock < 0 || flock(ps->spool_lock, LOCK_EX | LOCK_NB) != 0) {
-        remove_spool(ps);
-        return;
-    }
-    char root[PATH_MAX];
-    snprintf(root, sizeof root, "%s", ps->spool);
-    *strrchr(root, '/') = 0;
-    sweep_stale(root);
-    size_t len = 0;
-    char tmpl[PATH_MAX];
-    if (!append(tmpl, &len, ps->spool, false) || !append(tmpl, &len, "/", false) ||
-        !append(tmpl, &len, t.base, false)) {
-        remove_spool(ps);
-        return;
-    }
-    memcpy(ps->tmpl_abs, tmpl, len + 1);
 }
 
 /* An output directory that cannot be written is found now, not after a long run (a target
@@ -498,57 +361,23 @@ bool memprof_cli_run_deferred(const struct run_options *o)
            (o->format == MEMPROF_FORMAT_PPROF || (!o->interval && !o->signal_s));
 }
 
-static int copy_file(FILE *out, void *ctx);
-
-/* A spooled file as it is, where the user asked: renamed when the spool and the directory
- * share a file system, else copied. */
-static int move_file(const char *from, const char *to)
-{
-    if (rename(from, to) == 0)
-        return 0;
-    return memprof_cli_write_atomic(to, copy_file, (void *)from);
-}
-
-/* Names the frames of every profile this run wrote, in the chosen format, before anything
- * reads them: in place, or from the spool into the final directory `dir` (the spool then
- * emptied as it goes). A profile of `pid` converted to another format than pprof leaves its
- * summary in `summary` (the summary cannot read it back). */
-static void symbolize_written(const struct run_options *o, struct paths *ps,
-                              const struct tmpl_parts *t, const char *dir,
+/* Names the frames of every profile this run wrote, in place and in the chosen format,
+ * before anything reads them. A profile of `pid` converted to another format than pprof
+ * leaves its summary in `summary` (the summary cannot read it back). */
+static void symbolize_written(const struct run_options *o, const struct tmpl_parts *t,
                               const struct pfiles *before, const struct pfiles *after, pid_t pid,
                               FILE *summary)
 {
     struct memprof_cli_symbolize s = {
         .quiet = o->quiet, .format = o->format, .summary_top = MEMPROF_RUN_SUMMARY_TOP};
     for (size_t i = 0; memprof_cli_run_deferred(o) && i < after->n; i++) {
-        char path[PATH_MAX], to[PATH_MAX];
+        char path[PATH_MAX];
         s.summary = after->v[i].pid == (long)pid ? summary : NULL;
-        if (memprof_cli_spool_existed(before, &after->v[i]) ||
-            snprintf(path, sizeof path, "%s/%s", t->dir, after->v[i].name) >= (int)sizeof path ||
-            snprintf(to, sizeof to, "%s/%s", dir, after->v[i].name) >= (int)sizeof to)
-            continue;
-        if (!ps->spool[0]) {
+        if (!memprof_cli_spool_existed(before, &after->v[i]) &&
+            snprintf(path, sizeof path, "%s/%s", t->dir, after->v[i].name) < (int)sizeof path)
             memprof_cli_symbolize_file(path, &s);
-            continue;
-        }
-        /* Not named (1: final as it is; or not a profile this command can read): the
-         * file's own bytes. */
-        if (memprof_cli_symbolize_file_to(path, to, &s) == 0 || move_file(path, to) == 0)
-            unlink(path);
-        else
-            ps->spool_kept = true;
     }
     memprof_cli_symbolize_end(&s);
-    if (!ps->spool_kept)
-        return;
-    /* Renamed out of the next runs' sweep (sweep_stale()), which takes memprof-spool.* */
-    char kept[PATH_MAX];
-    const char *suffix = strrchr(ps->spool, '.');
-    snprintf(kept, sizeof kept, "%.*s/memprof-kept%s", (int)(strrchr(ps->spool, '/') - ps->spool),
-             ps->spool, suffix);
-    if (rename(ps->spool, kept) == 0)
-        snprintf(ps->spool, sizeof ps->spool, "%s", kept);
-    memprof_cli_error("the profiles not written are kept in %s", ps->spool);
 }
 
 /* ---- the main program's file to -o ---------------------------------------------------------- */
@@ -608,10 +437,7 @@ void memprof_cli_spool_collect(const struct run_options *o, struct paths *ps,
     char *written = ps->main_file;
     r->profile = r->read_from = NULL;
     memprof_cli_spool_scan(r->tp, &r->after);
-    symbolize_written(o, ps, r->tp, r->dir, r->before, &r->after, r->pid, summary);
-    /* Every file is where the user asked now: the spool goes before the summary is printed
-     * (a closed stderr's SIGPIPE would end this command there). */
-    remove_spool(ps);
+    symbolize_written(o, r->tp, r->before, &r->after, r->pid, summary);
     if (main_file(ps, r->pid, r->before, &r->after, written, sizeof ps->main_file) &&
         written_by_run(written, r->pid, r->tp, r->before, &r->after, start))
         deliver(o, ps, r, written, summary);

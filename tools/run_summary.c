@@ -39,10 +39,10 @@ static void list_children(const struct run_files *r)
         fprintf(mem, "  and %u more\n", found - LIST_CHILDREN);
     fclose(mem);
     if (found) {
-        bool here = !strcmp(r->dir, ".");
+        bool here = !strcmp(r->tp->dir, ".");
         memprof_cli_error("%u other process%s of this run wrote %s own profile%s%s%s:", found,
                           found == 1 ? "" : "es", found == 1 ? "its" : "their",
-                          found == 1 ? "" : "s", here ? "" : " in ", here ? "" : r->dir);
+                          found == 1 ? "" : "s", here ? "" : " in ", here ? "" : r->tp->dir);
         fwrite(text, 1, len, stderr); /* one write, so it does not interleave */
     }
     free(text);
@@ -101,7 +101,7 @@ static void print_largest_child(const struct run_files *r, uint64_t main_peak)
         if (f->pid == (long)r->pid || memprof_cli_spool_existed(r->before, f))
             continue;
         char path[PATH_MAX + NAME_MAX + 2];
-        snprintf(path, sizeof path, "%s/%s", r->dir, f->name);
+        snprintf(path, sizeof path, "%s/%s", r->tp->dir, f->name);
         read++;
         struct memprof_profile *p = memprof_cli_read_profile(path);
         if (!p)

@@ -70,7 +70,7 @@ static int fill(FILE *out, void *ctx)
     return memprof_cli_export(r->p, r->format, out, 20, MEMPROF_VIEW_LIVE, false, false);
 }
 
-int memprof_cli_symbolize_file_to(const char *path, const char *to, struct memprof_cli_symbolize *s)
+int memprof_cli_symbolize_file(const char *path, struct memprof_cli_symbolize *s)
 {
     struct memprof_profile *p = memprof_cli_read_profile(path), *named = NULL;
     if (!p)
@@ -84,19 +84,12 @@ int memprof_cli_symbolize_file_to(const char *path, const char *to, struct mempr
     struct rewrite r = {named, format};
     if (rc == 0 && s->summary && format != MEMPROF_FORMAT_PPROF)
         memprof_cli_write_summary(named, s->summary, s->summary_top);
-    if (rc == 0 && !n && format == MEMPROF_FORMAT_PPROF)
-        rc = 1; /* nothing to rewrite: the file is final as it is */
-    else if (rc == 0 && memprof_cli_write_atomic(to, fill, &r) != 0)
+    if (rc == 0 && (n || format != MEMPROF_FORMAT_PPROF) &&
+        memprof_cli_write_atomic(path, fill, &r) != 0)
         rc = -EIO;
     memprof__profile_symbolized_free(named);
     memprof__profile_free(p);
     return rc;
-}
-
-int memprof_cli_symbolize_file(const char *path, struct memprof_cli_symbolize *s)
-{
-    int rc = memprof_cli_symbolize_file_to(path, path, s);
-    return rc > 0 ? 0 : rc;
 }
 
 void memprof_cli_symbolize_end(struct memprof_cli_symbolize *s)

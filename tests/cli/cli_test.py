@@ -397,11 +397,8 @@ def t_plugin_override(tmp):
     plugin = os.path.realpath(ARGS.plugin)
     expect = plugin + (":" + libm if libm else "")
     check(out[0] == expect, "LD_PRELOAD in the program: %r, expected %r" % (out[0], expect))
-    # The profile's name where the user asked, or the same name in the run's spool on tmpfs
-    # (t_run_spool).
     check(out[1] == os.path.join(os.path.realpath(tmp), "env.%e.%p.pb.gz") or
-          out[1] == os.path.join(tmp, "env.%e.%p.pb.gz") or
-          re.match(r"/.*/memprof-spool\.\w{6}/env\.%e\.%p\.pb\.gz$", out[1]),
+          out[1] == os.path.join(tmp, "env.%e.%p.pb.gz"),
           "MEMPROF_OUTPUT in the program: %r" % out[1])
     check(out[2] == "pprof", "MEMPROF_FORMAT in the program: %r" % out[2])
     maps = "\n".join(out[3:])
@@ -773,104 +770,6 @@ def t_run_skips_empty_children(tmp):
     print("files with MEMPROF_WRITE_EMPTY=1: %s" % found)
     check(len(found) == 3 and any(f.startswith("memprof.true.") for f in found),
           "MEMPROF_WRITE_EMPTY=1: expected true's profile too")
-
-
-def t_run_spool(tmp):
-    """With children followed, the processes write their profiles into a private directory
-    on tmpfs ($XDG_RUNTIME_DIR here), which memprof run empties and removes: after a run, after
-    a program killed by a signal, after memprof run itself got SIGTERM; the spool of a run
-    killed with SIGKILL is removed by the next run. The final files are the same: each
-    process's, named after its program and pid, symbolized, where -o asked."""
-    need_plugin()
-    root = tempfile.mkdtemp(prefix="memprof-spool-test-", dir="/dev/shm")
-    try:
-        kind = subprocess.run(["stat", "-f", "-c", "%T", root], capture_output=True,
-                              text=True).stdout.strip()
-        if kind not in ("tmpfs", "ramfs"):
-            raise Skip("/dev/shm is %r, not tmpfs" % kind)
-        env = clean_env({"XDG_RUNTIME_DIR": root})
-        show = 'echo "output $MEMPROF_OUTPUT"; '
-        # A run: the program and its child, each with its file where the user asked.
-        p = memprof("run", "-r", "16K", "--", "/bin/sh", "-c",
-                    show + 'exec "$0" spawn 400 1000', ARGS.prog, cwd=tmp, env=env)
-        check(p.returncode == 0, "exit %d" % p.returncode)
-        out = re.search(r"^output (.*)$", p.out, re.M)
-        check(out and out.group(1).startswith(root + "/"),
-              "the processes did not write into the spool under %s: %r" % (root, p.out))
-        check(os.listdir(root) == [], "left in the spool: %s" % os.listdir(root))
-        pid, child = pid_of(p.out), pid_of(p.out, "child")
-        files = sorted(f for f in os.listdir(tmp) if f.endswith(".pb.gz"))
-        check(files == sorted("memprof.cli-prog.%d.pb.gz" % q for q in (pid, child)),
-              "final files: %s" % files)
-        for f in files:
-            profile_ok(os.path.join(tmp, f))
-            r = memprof("report", f, cwd=tmp)
-            check(r.returncode == 0 and "grow_cache" in r.out and
-                  re.search(r" 0 of \d+ code addresses without symbols", r.out),
-                  "%s is not symbolized: %s" % (f, r.out[:800]))
-            os.unlink(os.path.join(tmp, f))
-        check(re.search(r"^  cli-prog \(pid %d\): memprof\.cli-prog\.%d\.pb\.gz$" %
-                        (child, child), p.err, re.M), "the summary does not list the child")
-        # -o in another directory, the program killed by a signal after its child wrote.
-        outdir = os.path.join(tmp, "out")
-        os.mkdir(outdir)
-        p = memprof("run", "-r", "16K", "-o", os.path.join(outdir, "k.pb.gz"), "--",
-                    "/bin/sh", "-c", '"$0" alloc 400 1000; kill -KILL $$', ARGS.prog,
-                    cwd=tmp, env=env)
-        check(p.returncode == 128 + signal.SIGKILL, "exit %d" % p.returncode)
-        check(os.listdir(root) == [], "left in the spool: %s" % os.listdir(root))
-        child = pid_of(p.out)
-        files = os.listdir(outdir)
-        check(files == ["k.cli-prog.%d.pb.gz" % child], "files in -o's directory: %s" % files)
-        profile_ok(os.path.join(outdir, files[0]))
-        # memprof run itself sent SIGTERM while a child's profile is in the spool.
-        go = os.path.join(tmp, "never")
-        cmd = [ARGS.memprof, "run", "-r", "16K", "--", "/bin/sh", "-c",
-               '"$0" alloc 400 1000 >/dev/null; exec "$0" wait 2000 1000 "$1"', ARGS.prog, go]
-        proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE,
-                                preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
-        try:
-            line = proc.stdout.readline().decode()
-            check(line.startswith("ready "), "the program did not start: %r" % line)
-            spooled = [os.path.join(root, d) for d in os.listdir(root)]
-            check(len(spooled) == 1 and any(f.endswith(".pb.gz") for f in os.listdir(spooled[0])),
-                  "the child's profile is not in the spool: %s" % spooled)
-            os.kill(proc.pid, signal.SIGTERM)
-            _, err = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        print("SIGTERM: exit %d, %r" % (proc.returncode, err))
-        check(proc.returncode == 128 + signal.SIGTERM, "exit %d" % proc.returncode)
-        check(os.listdir(root) == [], "left in the spool: %s" % os.listdir(root))
-        files = [f for f in os.listdir(tmp) if f.endswith(".pb.gz")]
-        check(len(files) == 1 and files[0].startswith("memprof.cli-prog."),
-              "final files after SIGTERM: %s" % files)
-        profile_ok(os.path.join(tmp, files[0]))
-        # memprof run killed with SIGKILL cannot remove its spool; the next run removes it
-        # once it is old enough not to be one just being created (its age set back here).
-        proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
-        try:
-            line = proc.stdout.readline().decode()
-            check(line.startswith("ready "), "the program did not start: %r" % line)
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        left = os.listdir(root)
-        check(len(left) == 1, "expected the killed run's spool, found %s" % left)
-        wait_for(lambda: not alive(int(line.split()[1])), 10, "the program to end")
-        old = time.time() - 3600
-        os.utime(os.path.join(root, left[0]), (old, old))
-        p = memprof("run", "-q", "--", "true", cwd=tmp, env=env)
-        check(p.returncode == 0, "exit %d" % p.returncode)
-        check(os.listdir(root) == [], "the killed run's spool was not removed: %s"
-              % os.listdir(root))
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 SPAWN_PY = ("import os, subprocess, sys\n"
