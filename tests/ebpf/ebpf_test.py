@@ -168,10 +168,11 @@ def case_rust_run(args, tmp):
     expect_top(read(out), "rust_bump::hold_big")
 
 
-def case_rust_attach(args, tmp):
-    out = os.path.join(tmp, "attach.txt")
-    t = Waiting([args.rust, "wait"])
-    a = attach(args.memprof, t.p.pid, out)
+def attach_until_exit(memprof, program, out):
+    """Attaches to `program` started with "wait", lets it allocate and exit while attached;
+    returns what attach --ebpf printed."""
+    t = Waiting([program, "wait"])
+    a = attach(memprof, t.p.pid, out)
     t.go()
     t.expect("done")
     t.go()  # the target exits while attached
@@ -184,6 +185,12 @@ def case_rust_attach(args, tmp):
         fail("attach --ebpf did not end when the target exited")
     if a.returncode != 0:
         fail(f"attach --ebpf: exit {a.returncode}: {err}")
+    return err
+
+
+def case_rust_attach(args, tmp):
+    out = os.path.join(tmp, "attach.txt")
+    err = attach_until_exit(args.memprof, args.rust, out)
     for words in ("exited", "before the probes were attached are unknown"):
         if words not in err:
             fail(f"attach --ebpf does not say {words!r}:\n{err}")
@@ -329,20 +336,7 @@ def case_own_alloc_run(args, tmp):
 
 def case_own_alloc_attach(args, tmp):
     out = os.path.join(tmp, "own-attach.txt")
-    t = Waiting([args.own_alloc, "wait"])
-    a = attach(args.memprof, t.p.pid, out)
-    t.go()
-    t.expect("done")
-    t.go()  # the target exits while attached
-    if t.p.wait(timeout=60) != 0:
-        fail("the target failed")
-    try:
-        _, err = a.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        a.kill()
-        fail("attach --ebpf did not end when the target exited")
-    if a.returncode != 0:
-        fail(f"attach --ebpf: exit {a.returncode}: {err}")
+    err = attach_until_exit(args.memprof, args.own_alloc, out)
     if not DEBUG_SITES.search(err):
         fail("the summary does not name sites from the debug information:\n" + err)
     expect_top(read(out), "own_alloc::hold_big")
