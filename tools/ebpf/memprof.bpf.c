@@ -156,9 +156,9 @@ static __always_inline int is_target(void)
     return (bpf_get_current_pid_tgid() >> 32) == target_tgid;
 }
 
-/* The thread's state with its depth raised; NULL when this call is nested in another
- * probed call (or not the target's), whose return does the work. */
-static __always_inline struct thread_state *enter(void)
+/* The target thread's state, made with a fresh countdown at its first probed call; NULL
+ * when this is not the target (or the map is full). */
+static __always_inline struct thread_state *target_thread(void)
 {
     if (!is_target())
         return NULL;
@@ -168,9 +168,17 @@ static __always_inline struct thread_state *enter(void)
         struct thread_state fresh = {.countdown = draw_countdown()};
         bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST);
         t = bpf_map_lookup_elem(&threads, &tid);
-        if (!t)
-            return NULL;
     }
+    return t;
+}
+
+/* The thread's state with its depth raised; NULL when this call is nested in another
+ * probed call (or not the target's), whose return does the work. */
+static __always_inline struct thread_state *enter(void)
+{
+    struct thread_state *t = target_thread();
+    if (!t)
+        return NULL;
     if (t->depth++ > 0)
         return NULL;
     count(MEMPROF_EBPF_CALLS);
@@ -528,15 +536,7 @@ static __always_inline int read_loc(const user_regs *regs, const struct memprof_
  * raised: an inlined site has no return. */
 static __always_inline struct thread_state *at_depth_zero(void)
 {
-    if (!is_target())
-        return NULL;
-    __u32 tid = (__u32)bpf_get_current_pid_tgid();
-    struct thread_state *t = bpf_map_lookup_elem(&threads, &tid);
-    if (!t) {
-        struct thread_state fresh = {.countdown = draw_countdown()};
-        bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST);
-        t = bpf_map_lookup_elem(&threads, &tid);
-    }
+    struct thread_state *t = target_thread();
     return t && t->depth == 0 ? t : NULL;
 }
 
