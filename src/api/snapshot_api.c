@@ -69,15 +69,11 @@ int memprof_snapshot_estimate(const memprof_snapshot *snapshot, memprof_estimate
      * at any number of samples: bytes with the rate, which separates what the samples prove
      * from the Poisson part; counts without it (a count's weight 1/p has no common scale). */
     struct memprof_interval iv;
-    /* Guarded: the first interval loads libm (export/interval.c), whose allocations are the
-     * profiler's own, never samples. */
-    uint8_t g = memprof__guard_enter();
     memprof__interval_at_rate(t->bytes, t->bytes_var, t->samples, snapshot->rate, &iv);
     e.bytes_low = iv.lo;
     e.bytes_high = iv.hi;
     e.low_confidence = iv.low_information != 0; /* keyed on information, not on a count */
     memprof__interval(t->count, t->count_var, t->samples, &iv);
-    memprof__guard_leave(g);
     e.count_low = iv.lo;
     e.count_high = iv.hi;
     memcpy(out, &e, out->size < sizeof e ? out->size : sizeof e);
@@ -143,10 +139,8 @@ int memprof_snapshot_site(const memprof_snapshot *snapshot, size_t index, mempro
         .alloc_count = site->alloc_est_count,
     };
     struct memprof_interval iv;
-    uint8_t g = memprof__guard_enter(); /* libm's first load: memprof_snapshot_estimate() */
     memprof__interval_at_rate(site->live.bytes, site->live.bytes_var, site->live.samples,
                               snapshot->rate, &iv);
-    memprof__guard_leave(g);
     info.live_bytes_low = iv.lo;
     info.live_bytes_high = iv.hi;
     memcpy(out, &info, out->size < sizeof info ? out->size : sizeof info);

@@ -29,9 +29,7 @@ int memprof_snapshot_peak(const memprof_snapshot *snapshot, memprof_peak_info *o
         .temporary_threshold_ns = snapshot->temp_threshold_ns,
     };
     struct memprof_interval iv;
-    uint8_t g = memprof__guard_enter(); /* libm's first load: memprof_snapshot_estimate() */
     memprof__interval_at_rate(pk->bytes, pk->bytes_var, pk->samples, snapshot->rate, &iv);
-    memprof__guard_leave(g);
     info.bytes_low = iv.lo;
     info.bytes_high = iv.hi;
     memcpy(out, &info, out->size < sizeof info ? out->size : sizeof info);
@@ -87,9 +85,7 @@ int memprof_snapshot_view_site(const memprof_snapshot *snapshot, memprof_view vi
                      ? e->bytes_var
                      : e->bytes * e->bytes / (double)(e->samples ? e->samples : 1);
     struct memprof_interval iv;
-    uint8_t g = memprof__guard_enter(); /* libm's first load: memprof_snapshot_estimate() */
     memprof__interval_at_rate(e->bytes, var, e->samples, snapshot->rate, &iv);
-    memprof__guard_leave(g);
     info.bytes_low = iv.lo;
     info.bytes_high = iv.hi;
     if (iv.low_information)

@@ -1,17 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The two transcendental functions the sampling path needs, the natural logarithm (the
- * sampler's exponential draws) and exp(x) - 1 (a sample's probability and weights), computed
- * here instead of by libm: linking libm made every process the preload plugin starts in map
- * and relocate it before main (~0.2 ms of CPU per process, doc/performance.md, Start-up), for
- * two functions, and a hook may not load anything later. Accurate to about one unit in the
- * last place (tests/unit/test_mathfn.c compares them with libm); not bit-identical to libm,
- * which nothing needs: the engine computes a sample's weights with the same function on insert
- * and free, so its sums still cancel exactly. The writers' statistics (export/interval.c) use
- * libm, loaded when first needed.
+ * The transcendental functions the library computes itself instead of calling libm: the
+ * natural logarithm (the sampler's exponential draws), exp(x) - 1 (a sample's probability and
+ * weights), and for the writers' intervals (export/interval.c) exp, ln(1 + x) and ln Gamma.
+ * Linking libm made every process the preload plugin starts in map and relocate it before main
+ * (~0.2 ms of CPU per process, doc/performance.md, Start-up), a hook may not load anything, and
+ * loading libm later with dlopen() from the writer thread left a child forked during that
+ * dlopen() with the loader's half-changed state (doc/guarantees.md, fork). Accurate to a few
+ * units in the last place (tests/unit/test_mathfn.c compares them with libm); not
+ * bit-identical to libm, which nothing needs: the engine computes a sample's weights with the
+ * same function on insert and free, so its sums still cancel exactly.
  *
- * Both reduce the argument by powers of two and evaluate a series whose terms are fixed by the
- * mathematics (1/(2k+1), 1/k!), kept short by the reduction.
+ * Each reduces the argument by powers of two (ln Gamma: by its recurrence) and evaluates a
+ * series whose terms are fixed by the mathematics (1/(2k+1), 1/k!, Bernoulli numbers), kept
+ * short by the reduction.
  */
 #ifndef MEMPROF_COMMON_MATHFN_H
 #define MEMPROF_COMMON_MATHFN_H
@@ -106,6 +108,15 @@ static inline double memprof__expm1_reduced(double r)
     return r + r * r * p;
 }
 
+/* x = k ln 2 + r with |r| <= ln(2) / 2 (plus rounding), for |x| below 746. */
+static inline double memprof__exp_reduce(double x, int *k)
+{
+    /* Rounded to nearest by hand: round() would be libm's on a baseline x86_64. */
+    *k = (int)(x * 0x1.71547652b82fep+0 + (x > 0.0 ? 0.5 : -0.5));
+    double kd = (double)*k;
+    return (x - kd * MEMPROF_LN2_HI) - kd * MEMPROF_LN2_LO;
+}
+
 /* exp(x) - 1, precise also where x is tiny (where 1 - exp(-x) would cancel). */
 static inline double memprof__expm1(double x)
 {
@@ -117,18 +128,76 @@ static inline double memprof__expm1(double x)
         return __builtin_inf();
     if (x > -0.34657359 && x < 0.34657359) /* |x| < ln(2) / 2 */
         return memprof__expm1_reduced(x);
-    /* x = k ln 2 + r, |r| <= ln(2) / 2 (plus rounding); exp(x) - 1 = 2^k (e^r - 1) + (2^k - 1). */
-    /* Rounded to nearest by hand: round() would be libm's on a baseline x86_64. */
-    int k = (int)(x * 0x1.71547652b82fep+0 + (x > 0.0 ? 0.5 : -0.5));
-    double kd = (double)k;
-    double r = (x - kd * MEMPROF_LN2_HI) - kd * MEMPROF_LN2_LO;
-    double em1 = memprof__expm1_reduced(r);
+    /* exp(x) - 1 = 2^k (e^r - 1) + (2^k - 1). */
+    int k;
+    double em1 = memprof__expm1_reduced(memprof__exp_reduce(x, &k));
     if (k > 1023) /* only just below overflow: 2^k in two halves */
         return (1.0 + em1) * memprof__pow2(k - 512) * memprof__pow2(512);
     double two_k = memprof__pow2(k);
     if (k > 53) /* 2^k - 1 is not exact, and -1 is below its last place */
         return two_k * (1.0 + em1);
     return two_k * em1 + (two_k - 1.0); /* 2^k - 1 is exact for -53 <= k <= 53 */
+}
+
+/* exp(x), down to the subnormal results. */
+static inline double memprof__exp(double x)
+{
+    if (x != x)
+        return x;
+    if (x > 709.782712893384) /* overflows */
+        return __builtin_inf();
+    if (x < -745.2) /* below half the smallest subnormal */
+        return 0.0;
+    int k;
+    double e = 1.0 + memprof__expm1_reduced(memprof__exp_reduce(x, &k));
+    if (k > 1023)
+        return e * memprof__pow2(k - 512) * memprof__pow2(512);
+    if (k < -1022) /* subnormal result: scale in two steps (2^k itself is not normal) */
+        return e * memprof__pow2(k + 600) * memprof__pow2(-600);
+    return e * memprof__pow2(k);
+}
+
+/* ln(1 + x) for x >= -1, precise where x is tiny: with u = 1 + x rounded, ln(u) * x / (u - 1)
+ * corrects ln(u) for the rounding of u (u - 1 is exact). */
+static inline double memprof__log1p(double x)
+{
+    if (!(x >= -1.0)) /* also NaN */
+        return __builtin_nan("");
+    if (x == __builtin_inf())
+        return x;
+    double u = 1.0 + x;
+    if (u == 1.0)
+        return x;
+    return memprof__ln(u) * (x / (u - 1.0));
+}
+
+/* ln Gamma(a) for a > 0 (0 gives +inf, a negative or NaN argument NaN). Below 10 the
+ * recurrence Gamma(a) = Gamma(a + n) / (a (a + 1) ... (a + n - 1)) moves the argument up;
+ * from 10 Stirling's series, ln Gamma(a) = (a - 1/2) ln a - a + ln(2 pi) / 2 +
+ * sum B_2k / (2k (2k - 1) a^(2k - 1)), of which eight terms leave less than 2^-60 of the
+ * result. Error within 4 units in the last place plus 1e-14 (tests/unit/test_mathfn.c): where
+ * ln Gamma is near zero (a near 1 and 2) it is a difference of terms near 10. */
+static inline double memprof__lgamma(double a)
+{
+    if (!(a >= 0.0))
+        return __builtin_nan("");
+    if (a == 0.0 || a == __builtin_inf())
+        return __builtin_inf();
+    double prod = 1.0;
+    while (a < 10.0) {
+        prod *= a;
+        a += 1.0;
+    }
+    /* B_2k / (2k (2k - 1)) for k = 8 down to 1. */
+    static const double coef[] = {-3617.0 / 122400, 1.0 / 156,  -691.0 / 360360, 1.0 / 1188,
+                                  -1.0 / 1680,      1.0 / 1260, -1.0 / 360,      1.0 / 12};
+    double z = 1.0 / a, z2 = z * z, s = 0.0;
+    for (unsigned i = 0; i < sizeof coef / sizeof coef[0]; i++)
+        s = coef[i] + z2 * s;
+    double ln_a = memprof__ln(a);
+    /* a (ln a - 1) - ln(a) / 2 rather than (a - 1/2) ln a - a: no overflow below the result's. */
+    return a * (ln_a - 1.0) - 0.5 * ln_a + 0x1.d67f1c864beb5p-1 /* ln(2 pi) / 2 */ + z * s -
+           memprof__ln(prod);
 }
 
 #endif

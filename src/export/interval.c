@@ -3,74 +3,16 @@
  * 95 % intervals that hold at small sample counts (interval.h; doc/statistics.md,
  * "Intervals"): the exact Poisson (Garwood) interval of an effective sample count, scaled to
  * bytes, built on the regularized incomplete gamma function and its inverse, implemented
- * here (series and continued fraction, then a safeguarded Newton iteration) so the library
- * needs nothing beyond libm, which it loads when first needed (below).
+ * here (series and continued fraction, then a safeguarded Newton iteration) on the library's
+ * own exp, ln and ln Gamma (common/mathfn.h), so that writing a profile needs nothing from
+ * libm (sqrt and fabs are the processor's instructions here, -fno-math-errno).
  */
-#define _GNU_SOURCE /* RTLD_NODELETE */
 #include "export/interval.h"
 
 #include <float.h>
-#include <dlfcn.h>
 #include <math.h>
-#include <pthread.h>
 
-/* The libm functions used here, loaded with dlopen() at their first use rather than linked:
- * linked, libm would be mapped and relocated in every process the preload plugin starts in
- * (~0.2 ms of CPU each), most of which never write a profile; the sampling path computes what
- * it needs itself (common/mathfn.h). Only used while building a profile or a view (a user
- * thread, the plugin's writer), never in a hook or a signal handler. Where libm.so.6 cannot
- * be loaded (it is part of the C library: only when nothing more can be mapped) every
- * function returns NaN, which makes the intervals empty rather than wrong. */
-struct libm {
-    double (*exp)(double);
-    double (*log)(double);
-    double (*log1p)(double);
-    double (*erfc)(double);
-    double (*lgamma_r)(double, int *);
-};
-
-/* glibc's libm soname on every architecture but alpha and ia64 (libm.so.6.1). */
-#define LIBM_SONAME "libm.so.6"
-
-static double nan1(double x)
-{
-    (void)x;
-    return NAN;
-}
-
-static double nan2(double x, int *sign)
-{
-    (void)x;
-    *sign = 1;
-    return NAN;
-}
-
-static struct libm libm_fns = {nan1, nan1, nan1, nan1, nan2};
-static pthread_once_t libm_once = PTHREAD_ONCE_INIT;
-
-static void load_libm(void)
-{
-    void *h = dlopen(LIBM_SONAME, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (!h)
-        return;
-    struct libm got;
-    *(void **)&got.exp = dlsym(h, "exp");
-    *(void **)&got.log = dlsym(h, "log");
-    *(void **)&got.log1p = dlsym(h, "log1p");
-    *(void **)&got.erfc = dlsym(h, "erfc");
-    *(void **)&got.lgamma_r = dlsym(h, "lgamma_r");
-    if (got.exp && got.log && got.log1p && got.erfc && got.lgamma_r)
-        libm_fns = got;
-}
-
-static const struct libm *libm(void)
-{
-    pthread_once(&libm_once, load_libm);
-    return &libm_fns;
-}
-
-/* L->exp() and the others below are libm's exp() and so on. */
-#define L libm()
+#include "common/mathfn.h"
 
 /* Two-sided 95 %: the normal 97.5 % quantile, and -ln(0.025) = ln 40, the Garwood upper bound
  * of a zero count (P(no sample) = e^-mu = 0.025). */
@@ -82,24 +24,20 @@ static const struct libm *libm(void)
  * this boundary); below it the exact iteration, whose expansions need O(sqrt(a)) terms. */
 #define GAMMA_ASYMPTOTIC 2000.0
 
-/* lgamma_r, not lgamma: lgamma writes the global signgam, a data race when two threads
- * write profiles. The shape is positive here, so the sign is always +1. */
-static double log_gamma(double a)
+/* P(a, x) and Q(a, x) = 1 - P(a, x), each computed where it is the smaller one (or from
+ * it), so that each keeps its relative precision in its own tail; returns P, sets *q. */
+static double gamma_pq(double a, double x, double *q_out)
 {
-    int sign;
-    return L->lgamma_r(a, &sign);
-}
-
-double memprof__gamma_p(double a, double x)
-{
+    *q_out = 1.0;
     if (!(x > 0.0))
         return 0.0;
+    *q_out = 0.0;
     /* Shape 0 (or below the smallest normal double, where 1/a overflows) is the point mass
      * at 0; an infinite x has all the mass below it. */
     if (!(a >= DBL_MIN) || isinf(x))
         return 1.0;
     /* x^a e^-x / Gamma(a), the factor both expansions share, in logs to avoid overflow. */
-    double front = L->exp(a * L->log(x) - x - log_gamma(a));
+    double front = memprof__exp(a * memprof__ln(x) - x - memprof__lgamma(a));
     if (x < a + 1.0) {
         /* The series P = front * sum_k x^k / (a (a+1) ... (a+k)): positive terms that fall
          * off once a + k > x, so it converges fast exactly where it is used. */
@@ -112,7 +50,9 @@ double memprof__gamma_p(double a, double x)
                 break;
         }
         double p = sum * front;
-        return p < 1.0 ? p : 1.0;
+        p = p < 1.0 ? p : 1.0;
+        *q_out = 1.0 - p;
+        return p;
     }
     /* The continued fraction for Q = 1 - P (modified Lentz), which converges fast for
      * x > a + 1, where the series would need many terms and lose digits. */
@@ -133,11 +73,29 @@ double memprof__gamma_p(double a, double x)
             break;
     }
     double q = front * h;
-    return q < 1.0 ? 1.0 - q : 0.0;
+    q = q < 1.0 ? q : 1.0;
+    *q_out = q;
+    return 1.0 - q;
+}
+
+double memprof__gamma_p(double a, double x)
+{
+    double q;
+    return gamma_pq(a, x, &q);
+}
+
+/* The standard normal distribution function: the square of a standard normal, halved, is
+ * Gamma(1/2), so Phi(x) = Q(1/2, x^2 / 2) / 2 below 0 and 1 - that above; the lower tail
+ * keeps its relative precision (the Halley step below divides by the density there). */
+static double normal_cdf(double x)
+{
+    double q;
+    (void)gamma_pq(0.5, 0.5 * x * x, &q);
+    return x < 0.0 ? 0.5 * q : 1.0 - 0.5 * q;
 }
 
 /* The standard normal quantile: Acklam's rational approximation (relative error 1e-9), then
- * one Halley step on erfc, which makes it exact to rounding. */
+ * one Halley step on the distribution function, which makes it exact to rounding. */
 static double normal_quantile(double p)
 {
     if (p == 0.975)
@@ -157,11 +115,11 @@ static double normal_quantile(double p)
                                3.754408661907416e+00};
     double x;
     if (p < 0.02425) {
-        double q = sqrt(-2.0 * L->log(p));
+        double q = sqrt(-2.0 * memprof__ln(p));
         x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
             ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
     } else if (p > 1.0 - 0.02425) {
-        double q = sqrt(-2.0 * L->log1p(-p));
+        double q = sqrt(-2.0 * memprof__log1p(-p));
         x = -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
             ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
     } else {
@@ -169,8 +127,8 @@ static double normal_quantile(double p)
         x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
             (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0);
     }
-    double e = 0.5 * L->erfc(-x / M_SQRT2) - p;
-    double u = e * sqrt(2.0 * M_PI) * L->exp(x * x / 2.0);
+    double e = normal_cdf(x) - p;
+    double u = e * sqrt(2.0 * M_PI) * memprof__exp(x * x / 2.0);
     return x - u / (1.0 + x * u / 2.0);
 }
 
@@ -193,22 +151,22 @@ double memprof__gamma_quantile(double a, double p)
     /* Newton's method on t = ln x, where P(a, e^t) is smooth in both tails, inside a bracket
      * [tl, th] that every evaluation narrows; a step that leaves it bisects instead.
      * dP/dt = x * density(x) = exp(a t - e^t - ln Gamma(a)). */
-    double lga = log_gamma(a);
+    double lga = memprof__lgamma(a);
     /* Start: Wilson-Hilferty where it is positive, else the lower tail's leading term,
      * P(a, x) ~ x^a / Gamma(a + 1), good for small x (small a, small p). */
     double x0 = wilson_hilferty(a, z);
-    double t_small = (L->log(p) + log_gamma(a + 1.0)) / a;
-    if (t_small < L->log(DBL_MIN) && p < 0.5)
+    double t_small = (memprof__ln(p) + memprof__lgamma(a + 1.0)) / a;
+    if (t_small < memprof__ln(DBL_MIN) && p < 0.5)
         return 0.0; /* the quantile is below the smallest normal double */
-    double t = x0 > 0.0 ? L->log(x0) : t_small > -745.0 ? t_small : -745.0;
+    double t = x0 > 0.0 ? memprof__ln(x0) : t_small > -745.0 ? t_small : -745.0;
     /* Bracket the root by stepping out a factor e at a time. */
     double tl = t, th = t;
-    double g = memprof__gamma_p(a, L->exp(t)) - p;
+    double g = memprof__gamma_p(a, memprof__exp(t)) - p;
     if (g < 0.0) {
-        while (th < 710.0 && memprof__gamma_p(a, L->exp(th)) < p)
+        while (th < 710.0 && memprof__gamma_p(a, memprof__exp(th)) < p)
             th += 1.0;
     } else {
-        while (tl > -745.0 && memprof__gamma_p(a, L->exp(tl)) >= p)
+        while (tl > -745.0 && memprof__gamma_p(a, memprof__exp(tl)) >= p)
             tl -= 1.0;
         if (tl <= -745.0)
             return 0.0;
@@ -218,7 +176,7 @@ double memprof__gamma_quantile(double a, double p)
             tl = t;
         else
             th = t;
-        double slope = L->exp(a * t - L->exp(t) - lga);
+        double slope = memprof__exp(a * t - memprof__exp(t) - lga);
         double next = slope > 0.0 ? t - g / slope : NAN;
         if (!(next > tl && next < th)) /* also NAN: no usable slope */
             next = 0.5 * (tl + th);
@@ -226,11 +184,11 @@ double memprof__gamma_quantile(double a, double p)
         t = next;
         if (step < 1e-14 * (1.0 + fabs(t)) || th - tl < 1e-14 * (1.0 + fabs(t)))
             break;
-        g = memprof__gamma_p(a, L->exp(t)) - p;
+        g = memprof__gamma_p(a, memprof__exp(t)) - p;
         if (g == 0.0)
             break;
     }
-    return L->exp(t);
+    return memprof__exp(t);
 }
 
 /* Rounds a non-negative estimate to a whole number, as estimate.h's memprof__est_round()

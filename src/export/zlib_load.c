@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * zlib loaded on first use (zlib_load.h).
+ * zlib loaded on first use (zlib_load.h), and fork() kept out of that load: a child forked
+ * while another thread (the plugin's writer) was inside dlopen() would inherit the loader's
+ * half-changed lists, and its own first profile would then load zlib over them (the loader
+ * ends such a process with status 127, or it crashes). fork() waits for a load under way, as
+ * it waits for the resolver (resolve/stacks.c).
  */
 #define _GNU_SOURCE
 #include "export/zlib_load.h"
@@ -8,6 +12,9 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <time.h>
+
+#include "common/atomic.h"
 
 /* zlib's soname since 1.1 (1998); ZLIB_VERNUM checks come with the version argument the
  * init functions get. */
@@ -15,7 +22,8 @@
 
 static struct memprof__zlib z;
 static bool loaded;
-static pthread_once_t once = PTHREAD_ONCE_INIT;
+static _Atomic bool tried; /* set, with `loaded`, under `lock` */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void load(void)
 {
@@ -35,6 +43,44 @@ static void load(void)
 
 const struct memprof__zlib *memprof__zlib(void)
 {
-    pthread_once(&once, load);
+    if (!memprof_atomic_load_acquire(&tried)) {
+        pthread_mutex_lock(&lock);
+        if (!memprof_atomic_load_relaxed(&tried)) {
+            load();
+            memprof_atomic_store_release(&tried, true);
+        }
+        pthread_mutex_unlock(&lock);
+    }
     return loaded ? &z : NULL;
+}
+
+/* A load takes milliseconds; a wait that runs out (a stopped writer) lets fork() go on as it
+ * would without the profiler, with the hazard above. Whether prepare got the lock is read
+ * after fork() on the same thread (fork() runs the three handlers in the forking thread). */
+#define FORK_WAIT_S 1
+static bool held;
+
+static void fork_prepare(void)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += FORK_WAIT_S;
+    held = pthread_mutex_timedlock(&lock, &until) == 0;
+}
+
+static void fork_parent(void)
+{
+    if (held)
+        pthread_mutex_unlock(&lock);
+}
+
+static void fork_child(void)
+{
+    pthread_mutex_init(&lock, NULL);
+}
+
+/* At load, before any thread of the program can write a profile. */
+__attribute__((constructor)) static void register_fork_handlers(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
 }

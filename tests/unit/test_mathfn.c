@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of the sampling path's own logarithm and exp(x) - 1 (src/common/mathfn.h), which
- * replace libm's there: within 2 units in the last place of libm's over the ranges the
- * profiler uses them on (the sampler's uniform draws in (0, 1], sizes over rates from 2^-60 to
- * 2^64) and beyond, exact at the points where the answer is exact, and right at the edges
- * (zero, tiny arguments, the underflow to -1, overflow, NaN).
+ * Unit tests of the library's own transcendental functions (src/common/mathfn.h), which
+ * replace libm's: the sampling path's logarithm and exp(x) - 1, the intervals' exp, ln(1 + x)
+ * and ln Gamma. Within a few units in the last place of libm's over the ranges the profiler
+ * uses them on (the sampler's uniform draws in (0, 1], sizes over rates from 2^-60 to 2^64,
+ * the intervals' shapes and probabilities) and beyond, exact at the points where the answer is
+ * exact, and right at the edges (zero, tiny arguments, underflow, overflow, NaN).
  */
 #include <math.h>
 
@@ -92,6 +93,99 @@ static void test_expm1_edges(void)
     EXPECT(-memprof__expm1(-(double)(64ull << 30) / 524288) == 1.0);
 }
 
+static void test_exp_is_within_two_ulps_of_libm(void)
+{
+    double worst = 0.0, at = 0.0;
+    for (int i = 0; i < 2000000; i++) {
+        /* Uniform over the whole range, down into the subnormal results below -708. */
+        double x = -745.0 + uniform() * (709.7 + 745.0);
+        double u = ulps(memprof__exp(x), exp(x));
+        if (u > worst) {
+            worst = u;
+            at = x;
+        }
+    }
+    printf("  exp: worst %.2f ulp at %a\n", worst, at);
+    EXPECT(worst <= 2.0);
+}
+
+static void test_exp_edges(void)
+{
+    EXPECT(memprof__exp(0.0) == 1.0);
+    EXPECT(memprof__exp(1e-300) == 1.0);
+    EXPECT(memprof__exp(710.0) == INFINITY);
+    EXPECT(memprof__exp(INFINITY) == INFINITY);
+    EXPECT(memprof__exp(-746.0) == 0.0);
+    EXPECT(memprof__exp(-INFINITY) == 0.0);
+    EXPECT(memprof__exp(-744.0) > 0.0); /* subnormal, not flushed to zero */
+    EXPECT(ulps(memprof__exp(709.78), exp(709.78)) <= 2.0);
+    EXPECT(isnan(memprof__exp(NAN)));
+}
+
+static void test_log1p_is_within_two_ulps_of_libm(void)
+{
+    double worst = 0.0, at = 0.0;
+    for (int i = 0; i < 2000000; i++) {
+        /* Either sign, magnitudes 2^-70 to 2^0 (above -1), and up to 2^60 when positive. */
+        double m = ldexp(1.0 + uniform(), (int)(uniform() * 130.0) - 70);
+        double x = uniform() < 0.5 ? (m < 1.0 ? -m : -uniform()) : m;
+        double u = ulps(memprof__log1p(x), log1p(x));
+        if (u > worst) {
+            worst = u;
+            at = x;
+        }
+    }
+    printf("  log1p: worst %.2f ulp at %a\n", worst, at);
+    EXPECT(worst <= 2.0);
+}
+
+static void test_log1p_edges(void)
+{
+    EXPECT(memprof__log1p(0.0) == 0.0);
+    EXPECT(memprof__log1p(0x1p-60) == 0x1p-60);
+    EXPECT(memprof__log1p(-1.0) == -INFINITY);
+    EXPECT(memprof__log1p(INFINITY) == INFINITY);
+    EXPECT(isnan(memprof__log1p(-1.5)));
+    EXPECT(isnan(memprof__log1p(NAN)));
+    /* The normal quantile's upper tail: ln(1 - p) for p = 0.975 and just below 1. */
+    EXPECT(ulps(memprof__log1p(-0.975), log1p(-0.975)) <= 2.0);
+    EXPECT(ulps(memprof__log1p(-(1.0 - 0x1p-53)), log1p(-(1.0 - 0x1p-53))) <= 2.0);
+}
+
+static void test_lgamma_matches_libm(void)
+{
+    /* Within 4 ulp plus 1e-14: where ln Gamma is near 0 (a near 1 and 2) its value is a
+     * difference of terms near 10 and the absolute error counts, which the intervals see
+     * through exp(-ln Gamma) as a relative error of 1e-14. */
+    double worst = 0.0, at = 0.0;
+    for (int i = 0; i < 2000000; i++) {
+        double a = ldexp(1.0 + uniform(), (int)(uniform() * 1100.0) - 1060); /* 2^-1060..2^40 */
+        int sign;
+        double want = lgamma_r(a, &sign), got = memprof__lgamma(a);
+        double allowed = 4.0 * fabs(nextafter(want, INFINITY) - want) + 1e-14;
+        double err = fabs(got - want) / allowed;
+        if (err > worst) {
+            worst = err;
+            at = a;
+        }
+    }
+    printf("  lgamma: worst %.2f of the allowance (4 ulp + 1e-14) at %a\n", worst, at);
+    EXPECT(worst <= 1.0);
+}
+
+static void test_lgamma_edges(void)
+{
+    EXPECT(fabs(memprof__lgamma(1.0)) <= 1e-14);
+    EXPECT(fabs(memprof__lgamma(2.0)) <= 1e-14);
+    EXPECT(fabs(memprof__lgamma(0.5) - 0.5 * log(M_PI)) <= 1e-14);
+    EXPECT(ulps(memprof__lgamma(2000.0), lgamma(2000.0)) <= 4.0);
+    EXPECT(memprof__lgamma(0.0) == INFINITY);
+    EXPECT(memprof__lgamma(INFINITY) == INFINITY);
+    EXPECT(memprof__lgamma(1e307) == INFINITY);
+    EXPECT(isnan(memprof__lgamma(-1.0)));
+    EXPECT(isnan(memprof__lgamma(NAN)));
+}
+
 int main(int argc, char **argv)
 {
     static const struct test_case cases[] = {
@@ -99,6 +193,12 @@ int main(int argc, char **argv)
         TEST_CASE(test_ln_of_the_samplers_draws),
         TEST_CASE(test_expm1_is_within_two_ulps_of_libm),
         TEST_CASE(test_expm1_edges),
+        TEST_CASE(test_exp_is_within_two_ulps_of_libm),
+        TEST_CASE(test_exp_edges),
+        TEST_CASE(test_log1p_is_within_two_ulps_of_libm),
+        TEST_CASE(test_log1p_edges),
+        TEST_CASE(test_lgamma_matches_libm),
+        TEST_CASE(test_lgamma_edges),
     };
     return TEST_MAIN(cases, false);
 }
