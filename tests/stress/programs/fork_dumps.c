@@ -10,11 +10,12 @@
  *
  * The program allocates from 4,096 distinct call stacks (a 12-level binary tree of calls),
  * blocks large enough to be sampled at any rate, which stay live: every profile resolves
- * them all. Then it forks CHILDREN children (default 200), a few milliseconds apart, without
- * waiting for them; each allocates once and calls exit(), which writes its profile (under
- * the GOT start the child writes a snapshot itself before exit). Every child must end with
- * status 0 and, profiled, leave its profile. A child that has not ended 30 s after the last
- * fork has hung (the run then fails and reports how many); nothing else is timed.
+ * them all. Then it forks CHILDREN children (default 200), milliseconds apart over at least
+ * 2.5 s (the first two periodic profiles), without waiting for them; each allocates once and
+ * calls exit(), which writes its profile (under the GOT start the child writes a snapshot
+ * itself before exit). Every child must end with status 0 and, profiled, leave its profile. A
+ * child that has not ended 30 s after the last fork has hung (the run then fails and reports
+ * how many); nothing else is timed.
  *
  * The program calls fflush(NULL) before each fork(), as programs do, and its descriptor 0
  * is a file of its own, open for writing: stdio's flush of every stream (and a child's at
@@ -31,6 +32,7 @@
 #define LEVELS       12 /* 2^12 call stacks */
 #define MAX_CHILDREN 1000
 #define HANG_S       30
+#define FORK_SPAN_US 2500000u /* 2.5 s: the profiles at 1 s and 2 s (MEMPROF_INTERVAL=1) */
 
 static size_t block;
 static atomic_bool stop;
@@ -106,10 +108,14 @@ int main(int argc, char **argv)
         CHECK(pthread_create(&writer, NULL, snapshots, NULL) == 0, "pthread_create");
     }
 
+    /* Gaps of 0-5 ms, stretched so that the forks span at least FORK_SPAN_US whatever the
+     * number of children: at least two of the writer's profiles, the first included (its
+     * first uses of anything loaded lazily), fall among them also on an idle machine. */
+    unsigned stretch = (FORK_SPAN_US / 2500u + (unsigned)children - 1) / (unsigned)children;
     static pid_t pids[MAX_CHILDREN];
     for (int c = 0; c < children; c++) {
-        /* A few milliseconds apart, at varying points of the writer's work. */
-        struct timespec gap = {0, (long)((unsigned)c * 7919u % 5000u) * 1000};
+        /* At varying points of the writer's work. */
+        struct timespec gap = {0, (long)((unsigned)c * 7919u % 5000u * stretch) * 1000};
         nanosleep(&gap, NULL);
         fflush(NULL);
         pid_t pid = fork();
