@@ -25,12 +25,14 @@
  *      rsp and rflags at once with IRETQ from a frame at the data block's start (above the
  *      stack pointer, so a signal arriving meanwhile cannot overwrite it).
  *
- * The trampoline's code lives in a page of its own mapped in the target (one page, read and
- * execute, found again by its contents and reused by later calls); it holds no per-call data,
- * so two commands injecting into one process cannot disturb each other's calls. Mapping it
- * takes one system call made by single-stepping a `syscall` instruction found in the target's
- * libc with the mmap arguments in the registers: the only window (microseconds, the first
- * time only) in which the tracer's death would leave the thread with foreign registers. The
+ * The trampoline's code is written into the target's executable memory where nothing else
+ * is: the zero padding after the last byte of libc's (or the loader's) code segment, up to
+ * the end of its page (found again by its contents and reused by later calls). It holds no
+ * per-call data, so two commands injecting into one process cannot disturb each other's
+ * calls. Where that padding is too small, a page of its own is mapped by single-stepping a
+ * `syscall` instruction found in the target's libc with the mmap arguments in the registers:
+ * the only window (microseconds, the first time only, and only then) in which the tracer's
+ * death would leave the thread with foreign registers. The
  * per-call data block (cookie, function addresses, strings, saved registers, signal mask,
  * XSAVE area) is written on the thread's own stack below the red zone, where the ABI lets
  * anyone write.
@@ -485,6 +487,51 @@ static uintptr_t find_code_page(const struct inj *in)
     return 0;
 }
 
+/* Where the trampoline can live without a system call in the target: the unused end of the
+ * last code page of libc or of the loader (memprof_target_code_slack()), executable already.
+ * Returns the address, 16-byte aligned, if the trampoline is there (an earlier call's) or the
+ * room is all zeros (the file's padding), else 0. Only reads. */
+static uintptr_t find_slack(const struct inj *in)
+{
+    static const char *const objects[] = {"libc.so.6", "ld-linux"};
+    size_t len = (size_t)(memprof_inject_code_end - memprof_inject_code_begin);
+    unsigned char buf[CODE_PAGE];
+    for (size_t i = 0; i < sizeof objects / sizeof objects[0]; i++) {
+        uintptr_t base, at;
+        size_t room;
+        const struct target_map *m =
+            memprof_target_object(in->maps, (size_t)in->nmaps, objects[i], &base);
+        if (!m || !(at = memprof_target_code_slack(in->pid, m->path, base, &room)))
+            continue;
+        uintptr_t a = (at + 15) & ~(uintptr_t)15;
+        const struct target_map *x = memprof_target_map_at(in->maps, (size_t)in->nmaps, a);
+        if (a + len > at + room || !x || x->perms[2] != 'x' || a + len > x->end ||
+            !mem_read(in, a, buf, len))
+            continue;
+        if (!memcmp(buf, memprof_inject_code_begin, len))
+            return a;
+        size_t k = 0;
+        while (k < len && !buf[k])
+            k++;
+        if (k == len)
+            return a;
+    }
+    return 0;
+}
+
+/* Puts the trampoline at `a` (find_slack()). The write, through /proc/PID/mem, gives the
+ * process a private copy of that page of the library (a page of memory; other processes
+ * keep the file's), identical but for bytes nothing uses. Returns a, or 0 if the kernel
+ * refuses the write. */
+static uintptr_t fill_slack(const struct inj *in, uintptr_t a)
+{
+    size_t len = (size_t)(memprof_inject_code_end - memprof_inject_code_begin);
+    unsigned char buf[CODE_PAGE];
+    if (mem_read(in, a, buf, len) && !memcmp(buf, memprof_inject_code_begin, len))
+        return a;
+    return mem_write(in, a, memprof_inject_code_begin, len) ? a : 0;
+}
+
 /* Maps the code page by single-stepping mmap at the gadget, and fills it (writes through
  * /proc/PID/mem reach a read-only private page). Returns its address or 0. */
 static uintptr_t map_code_page(struct inj *in)
@@ -710,8 +757,11 @@ int memprof_inject_call_args(pid_t pid, const char *library, const char *functio
         fail(&in, "no dlopen in the target's libc %s (glibc 2.34 or later is needed)", libc_path);
         goto out;
     }
-    uintptr_t code = find_code_page(&in);
-    if (!code && !find_gadget(&in, libc_path))
+    /* The trampoline's place: a page an earlier call mapped, else the slack of a code page,
+     * else a page mapped now by a single-stepped mmap (the one step that runs with the
+     * call's registers in the thread: doc/guarantees.md). */
+    uintptr_t code = find_code_page(&in), slack = code ? 0 : find_slack(&in);
+    if (!code && !slack && !find_gadget(&in, libc_path))
         goto out;
 
     size_t xs = xsave_size();
@@ -755,6 +805,10 @@ int memprof_inject_call_args(pid_t pid, const char *library, const char *functio
         fail(&in, "cannot read thread %d's signal mask: %s", (int)in.tid, strerror(errno));
         goto release;
     }
+    if (!code && slack)
+        code = fill_slack(&in, slack);
+    if (!code && !in.gadget && !find_gadget(&in, libc_path))
+        goto release;
     if (!code && !(code = map_code_page(&in)))
         goto release;
 

@@ -147,6 +147,23 @@ static void *read_at(int fd, uint64_t off, uint64_t size)
     return p;
 }
 
+/* Reads a 64-bit ELF file's header and program headers (malloc'ed into *ph) and the page
+ * of its lowest loaded address, where `base` (its mapping at file offset 0) was put: an
+ * address of the file is then base + (vaddr - *first_vaddr). Returns false if it is not one. */
+static bool read_headers(int fd, Elf64_Ehdr *eh, Elf64_Phdr **ph, uint64_t *first_vaddr)
+{
+    *ph = NULL;
+    if (pread(fd, eh, sizeof *eh, 0) != sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
+        eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_phentsize != sizeof(Elf64_Phdr))
+        return false;
+    *ph = read_at(fd, eh->e_phoff, (uint64_t)eh->e_phnum * sizeof **ph);
+    *first_vaddr = UINT64_MAX;
+    for (unsigned i = 0; *ph && i < eh->e_phnum; i++)
+        if ((*ph)[i].p_type == PT_LOAD && (*ph)[i].p_vaddr < *first_vaddr)
+            *first_vaddr = (*ph)[i].p_vaddr & ~(uint64_t)0xfff;
+    return *first_vaddr != UINT64_MAX;
+}
+
 uintptr_t memprof_target_symbol(pid_t pid, const char *path, uintptr_t base, const char *name)
 {
     int fd = open_object(pid, path, base);
@@ -159,20 +176,11 @@ uintptr_t memprof_target_symbol(pid_t pid, const char *path, uintptr_t base, con
     Elf64_Phdr *ph = NULL;
     char *str = NULL;
     uint16_t *ver = NULL;
-    if (pread(fd, &eh, sizeof eh, 0) != sizeof eh || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
-        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_shentsize != sizeof(Elf64_Shdr) ||
-        eh.e_phentsize != sizeof(Elf64_Phdr))
+    uint64_t first_vaddr;
+    if (!read_headers(fd, &eh, &ph, &first_vaddr) || eh.e_shentsize != sizeof(Elf64_Shdr))
         goto out;
     sh = read_at(fd, eh.e_shoff, (uint64_t)eh.e_shnum * sizeof *sh);
-    ph = read_at(fd, eh.e_phoff, (uint64_t)eh.e_phnum * sizeof *ph);
-    if (!sh || !ph)
-        goto out;
-    /* The load bias: base is where the segment at file offset 0 was mapped. */
-    uint64_t first_vaddr = UINT64_MAX;
-    for (unsigned i = 0; i < eh.e_phnum; i++)
-        if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < first_vaddr)
-            first_vaddr = ph[i].p_vaddr & ~(uint64_t)0xfff;
-    if (first_vaddr == UINT64_MAX)
+    if (!sh)
         goto out;
     const Elf64_Shdr *dynsym = NULL, *versym = NULL;
     for (unsigned i = 0; i < eh.e_shnum; i++) {
@@ -211,6 +219,39 @@ out:
     free(ver);
     close(fd);
     return addr;
+}
+
+uintptr_t memprof_target_code_slack(pid_t pid, const char *path, uintptr_t base, size_t *len)
+{
+    *len = 0;
+    int fd = open_object(pid, path, base);
+    if (fd < 0)
+        return 0;
+    Elf64_Ehdr eh;
+    Elf64_Phdr *ph;
+    uint64_t first_vaddr;
+    uintptr_t best = 0;
+    if (read_headers(fd, &eh, &ph, &first_vaddr)) {
+        for (unsigned i = 0; i < eh.e_phnum; i++) {
+            if (ph[i].p_type != PT_LOAD || !(ph[i].p_flags & PF_X))
+                continue;
+            uint64_t end = ph[i].p_vaddr + ph[i].p_memsz;
+            uint64_t page_end = (end + 0xfff) & ~(uint64_t)0xfff;
+            /* No other segment may have a byte in that tail (a layout without separate
+             * code pages can start the next one there). */
+            for (unsigned j = 0; j < eh.e_phnum; j++)
+                if (j != i && ph[j].p_type == PT_LOAD && ph[j].p_vaddr < page_end &&
+                    ph[j].p_vaddr + ph[j].p_memsz > end)
+                    page_end = end;
+            if (page_end - end > *len) {
+                *len = (size_t)(page_end - end);
+                best = base + (uintptr_t)(end - first_vaddr);
+            }
+        }
+    }
+    free(ph);
+    close(fd);
+    return best;
 }
 
 bool memprof_target_status(pid_t pid, const char *key, char *value, size_t size)

@@ -46,6 +46,13 @@ const struct target_map *memprof_target_map_at(const struct target_map *m, size_
  * file cannot be read or the symbol is not there. */
 uintptr_t memprof_target_symbol(pid_t pid, const char *path, uintptr_t base, const char *name);
 
+/* The unused end of the last page of an executable segment of the object at `path` (as the
+ * target sees it) loaded at `base`: the bytes after the segment's last byte up to the end of
+ * its page, mapped executable with it and used by nothing (the largest such tail when the
+ * object has several executable segments). Returns its address and sets *len, or returns 0
+ * (the file cannot be read, or no segment leaves room). */
+uintptr_t memprof_target_code_slack(pid_t pid, const char *path, uintptr_t base, size_t *len);
+
 /* The value of `key` ("TracerPid", "State", "Uid") in /proc/PID/status, leading blanks
  * skipped. Returns false if the process or the key does not exist. */
 bool memprof_target_status(pid_t pid, const char *key, char *value, size_t size);
