@@ -4,7 +4,9 @@
  * https://www.speedscope.app/file-format-schema.json). One file holds one "sampled"
  * profile per view (profile.h) over one shared frame table, named by the view ("live",
  * "peak", "alloc", "temporary", "leaks"): the selected view first, which speedscope opens
- * (activeProfileIndex 0), then the others in that order. Live and allocated bytes are always
+ * (activeProfileIndex 0), then the others in that order; asked for the live view of a
+ * program that freed (nearly) everything before the snapshot, the peak first, as the HTML
+ * page and the text report do (memprof__prefer_peak()). Live and allocated bytes are always
  * there; peak, temporary and leaks only when some stack has bytes in them, so a profile
  * without that information does not offer an empty view. Each stack of the profile becomes
  * one sample, root first as speedscope wants, weighted by the view's estimated bytes; stacks
@@ -303,6 +305,8 @@ int memprof__export_speedscope(const struct memprof_profile *p, FILE *out, enum 
 {
     if ((unsigned)view >= MEMPROF_VIEW_COUNT)
         return -EINVAL;
+    if (view == MEMPROF_VIEW_LIVE && memprof__prefer_peak(p))
+        view = MEMPROF_VIEW_PEAK;
     struct memprof_uframes u;
     if (memprof__uframes_build(p, &u) < 0)
         return -ENOMEM;

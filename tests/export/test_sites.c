@@ -120,7 +120,7 @@ static struct memprof_profile profile = {
 
 /* ---- helpers -------------------------------------------------------------------------- */
 
-enum writer { TEXT, COLLAPSED, HTML };
+enum writer { TEXT, COLLAPSED, HTML, SPEEDSCOPE };
 
 static char *write_with(const struct memprof_profile *p, enum writer w, enum memprof_view view)
 {
@@ -131,7 +131,8 @@ static char *write_with(const struct memprof_profile *p, enum writer w, enum mem
         return NULL;
     int rc = w == TEXT        ? memprof__export_text(p, f, view, 20)
              : w == COLLAPSED ? memprof__export_collapsed(p, f, view, false, false)
-                              : memprof__export_html(p, f, view);
+             : w == HTML      ? memprof__export_html(p, f, view)
+                              : memprof__export_speedscope(p, f, view);
     fclose(f);
     if (rc != 0) {
         fprintf(stderr, "writer %d: %d\n", (int)w, rc);
@@ -367,6 +368,16 @@ static void test_nothing_live_opens_on_the_peak(void)
     EXPECT_HAS(t, "samples  build_table\n");
     EXPECT_LACKS(t, "(no live samples)");
     free(t);
+    /* speedscope opens its first profile: the peak, the live one after it. */
+    char *s = write_with(&p, SPEEDSCOPE, MEMPROF_VIEW_LIVE);
+    CHECK(s);
+    EXPECT_HAS(s, "\"profiles\":[\n{\"type\":\"sampled\",\"name\":\"peak\"");
+    EXPECT_HAS(s, "\"name\":\"live\"");
+    free(s);
+    s = write_with(&profile, SPEEDSCOPE, MEMPROF_VIEW_LIVE);
+    CHECK(s);
+    EXPECT_HAS(s, "\"profiles\":[\n{\"type\":\"sampled\",\"name\":\"live\"");
+    free(s);
 }
 
 static void test_little_live_opens_on_the_peak(void)
