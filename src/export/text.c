@@ -137,6 +137,42 @@ static const char *peak_when(const struct memprof_profile *p, char *buf, unsigne
     return buf;
 }
 
+/* When a quarter or more of the code addresses have no name, the modules they are in (the
+ * first three) and how to get names: otherwise a stripped program's profile is a column of
+ * `git+0x289719` frames with no word on why. */
+static void print_symbols_note(const struct memprof_profile *p, FILE *out)
+{
+    if (p->unresolved_addresses == 0 || p->unresolved_addresses * 4 < p->total_addresses)
+        return;
+    const char *mods[3];
+    size_t n = 0;
+    bool more = false;
+    for (size_t i = 0; i < p->nframes && !more; i++) {
+        const struct memprof_pframe *f = &p->frames[i];
+        if (f->function || !f->module || !f->address) /* named, or an interpreter's frame */
+            continue;
+        const char *base = strrchr(f->module, '/');
+        base = base ? base + 1 : f->module;
+        size_t k = 0;
+        while (k < n && strcmp(mods[k], base))
+            k++;
+        if (k == n && n == sizeof mods / sizeof *mods)
+            more = true;
+        else if (k == n)
+            mods[n++] = base;
+    }
+    if (n == 0)
+        return;
+    fprintf(out, "Note: the frames without a name are in ");
+    for (size_t k = 0; k < n; k++)
+        fprintf(out, "%s%s", k ? ", " : "", mods[k]);
+    fprintf(out,
+            "%s (no symbols or debug information found). Install their debug files "
+            "(Debian: the -dbgsym packages) and profile again, or name a pprof file "
+            "later: memprof report --symbolize --debug-dir DIR FILE.\n",
+            more ? " and others" : "");
+}
+
 int memprof__export_summary(const struct memprof_profile *p, FILE *out)
 {
     char b1[64], b2[32], b3[32], est[128];
@@ -199,9 +235,11 @@ int memprof__export_summary(const struct memprof_profile *p, FILE *out)
     if (memprof__profile_unsymbolized(p))
         fprintf(out, "the profile is unsymbolized (written with MEMPROF_SYMBOLIZE=0): "
                      "memprof report --symbolize names its frames\n");
-    else
+    else {
         fprintf(out, "%" PRIu64 " of %" PRIu64 " code addresses without symbols\n",
                 p->unresolved_addresses, p->total_addresses);
+        print_symbols_note(p, out);
+    }
     return ferror(out) ? -EIO : 0;
 }
 

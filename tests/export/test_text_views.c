@@ -414,6 +414,43 @@ static void test_collapsed_keeps_addresses_when_asked(void)
     free(buf);
 }
 
+/* A profile where a quarter or more of the code addresses have no name says which modules
+ * they are in and how to get names; one with few such addresses, or whose unnamed frames
+ * name no module, says nothing more. */
+static void test_summary_names_the_modules_without_symbols(void)
+{
+    /* The named frames in a module too, as a symbolized profile has them (a profile whose
+     * native frames all lack names is a raw one, which says so instead). */
+    struct memprof_pframe frames[sizeof stripped_frames / sizeof *stripped_frames];
+    memcpy(frames, stripped_frames, sizeof frames);
+    frames[0].module = frames[5].module = "/usr/bin/prog";
+    struct memprof_profile p = stripped_profile;
+    p.frames = frames;
+    p.unresolved_addresses = 4;
+    p.total_addresses = 6;
+    char *t = text_of(&p, MEMPROF_VIEW_LIVE, 5);
+    CHECK(t != NULL);
+    EXPECT_HAS(t, "4 of 6 code addresses without symbols\n"
+                  "Note: the frames without a name are in libfoo.so.1, libbar.so (no symbols or "
+                  "debug information found). Install their debug files (Debian: the -dbgsym "
+                  "packages) and profile again, or name a pprof file later: memprof report "
+                  "--symbolize --debug-dir DIR FILE.\n");
+    free(t);
+    /* Four modules: the first three and "and others". */
+    frames[2].module = "/opt/libbaz.so";
+    frames[3].module = "/opt/libqux.so";
+    t = text_of(&p, MEMPROF_VIEW_LIVE, 5);
+    CHECK(t != NULL);
+    EXPECT_HAS(t, "are in libfoo.so.1, libbaz.so, libqux.so and others (");
+    free(t);
+    p.total_addresses = 17; /* 4 of 17: under a quarter */
+    t = text_of(&p, MEMPROF_VIEW_LIVE, 5);
+    CHECK(t != NULL);
+    EXPECT_HAS(t, "4 of 17 code addresses without symbols\n");
+    EXPECT_LACKS(t, "Note: the frames without a name");
+    free(t);
+}
+
 static void test_value_names_a_view_and_unit(void)
 {
     bool objects;
@@ -457,6 +494,7 @@ static const struct test_case cases[] = {
     TEST_CASE(test_collapsed_keeps_addresses_when_asked),
     TEST_CASE(test_empty_profile_says_nothing_was_sampled),
     TEST_CASE(test_collapsed_keeps_one_line_per_stack_whatever_the_names),
+    TEST_CASE(test_summary_names_the_modules_without_symbols),
     TEST_CASE(test_value_names_a_view_and_unit),
     TEST_CASE(test_text_write_error_and_unknown_view),
 };
