@@ -37,18 +37,23 @@ static const char *intern(const char *s)
     return host->intern(s);
 }
 
-/* The readable name of a symbol-table or DWARF name, interned; *system gets the name as the
- * binary spells it when that differs, else NULL. Symbol-table names may carry an ELF symbol
- * version ("memcpy@@GLIBC_2.14"), which is no part of the function's name. */
-static const char *demangle(const char *versioned, const char **system)
+/* A symbol-table or DWARF name as the binary spells it, interned, without the ELF symbol
+ * version a symbol-table name may carry ("memcpy@@GLIBC_2.14"), which is no part of the
+ * function's name. */
+static const char *spelling(const char *versioned)
 {
-    *system = NULL;
-    if (!versioned)
-        return NULL;
     const char *at = strchr(versioned, '@');
     char *name = at && at != versioned ? strndup(versioned, (size_t)(at - versioned)) : NULL;
     const char *spelled = intern(name ? name : versioned);
     free(name);
+    return spelled;
+}
+
+/* The readable name of `spelled` (interned, spelling()), interned; *system gets `spelled`
+ * when that differs, else NULL. */
+static const char *demangle_spelled(const char *spelled, const char **system)
+{
+    *system = NULL;
     char *readable = spelled ? memprof__demangle(spelled) : NULL;
     if (!readable)
         return spelled;
@@ -56,6 +61,13 @@ static const char *demangle(const char *versioned, const char **system)
     free(readable);
     *system = out ? spelled : NULL;
     return out ? out : spelled;
+}
+
+/* The readable name of a symbol-table or DWARF name, interned; *system as above. */
+static const char *demangle(const char *versioned, const char **system)
+{
+    *system = NULL;
+    return versioned ? demangle_spelled(spelling(versioned), system) : NULL;
 }
 
 /* ---- function symbol indexes -------------------------------------------------------------- */
@@ -102,9 +114,12 @@ static void load_symtab(struct symtab *t, const void *mod)
         }
         if (!size)
             continue; /* not inside its section: nothing it can answer for */
-        const char *system;
-        const char *readable = demangle(name, &system);
-        t->syms[n++] = (struct func_sym){start, size, readable, system};
+        /* Demangled when first looked up (symtab_lookup()): a module has tens of thousands
+         * of symbols, a profile's stacks touch a few hundred of them. Until then `name` is
+         * NULL and `system` the spelling. */
+        const char *spelled = spelling(name);
+        if (spelled)
+            t->syms[n++] = (struct func_sym){start, size, NULL, spelled};
     }
     t->n = n;
     memprof__symtab_sort(t);
@@ -127,6 +142,9 @@ static const char *symtab_lookup(const char *path, const void *mod, uintptr_t va
         t->next = symtabs;
         symtabs = t;
     }
+    struct func_sym *f = memprof__symtab_find_sym(t, vaddr);
+    if (f && !f->name)
+        f->name = demangle_spelled(f->system, &f->system);
     return memprof__symtab_find(t, vaddr, offset, system);
 }
 

@@ -36,11 +36,9 @@ static inline void memprof__symtab_sort(struct symtab *t)
     qsort(t->syms, t->n, sizeof *t->syms, memprof__func_sym_by_start);
 }
 
-/* The function containing vaddr (the last symbol starting at or before it, if vaddr is
- * within its size): its name, with its spelling in *system and vaddr's offset in it in
- * *offset; NULL if none. */
-static inline const char *memprof__symtab_find(const struct symtab *t, uintptr_t vaddr,
-                                               uintptr_t *offset, const char **system)
+/* The symbol whose function contains vaddr: the last starting at or before it, if vaddr is
+ * within its size; NULL if none. */
+static inline struct func_sym *memprof__symtab_find_sym(const struct symtab *t, uintptr_t vaddr)
 {
     size_t lo = 0, hi = t->n;
     while (lo < hi) {
@@ -52,8 +50,17 @@ static inline const char *memprof__symtab_find(const struct symtab *t, uintptr_t
     }
     if (lo == 0)
         return NULL;
-    const struct func_sym *f = &t->syms[lo - 1];
-    if (vaddr >= f->start + f->size)
+    struct func_sym *f = &t->syms[lo - 1];
+    return vaddr < f->start + f->size ? f : NULL;
+}
+
+/* The function containing vaddr: its name, with its spelling in *system and vaddr's offset
+ * in it in *offset; NULL if none. */
+static inline const char *memprof__symtab_find(const struct symtab *t, uintptr_t vaddr,
+                                               uintptr_t *offset, const char **system)
+{
+    const struct func_sym *f = memprof__symtab_find_sym(t, vaddr);
+    if (!f)
         return NULL;
     *offset = vaddr - f->start;
     *system = f->system;
