@@ -108,15 +108,6 @@ static inline double memprof__expm1_reduced(double r)
     return r + r * r * p;
 }
 
-/* x = k ln 2 + r with |r| <= ln(2) / 2 (plus rounding), for |x| below 746. */
-static inline double memprof__exp_reduce(double x, int *k)
-{
-    /* Rounded to nearest by hand: round() would be libm's on a baseline x86_64. */
-    *k = (int)(x * 0x1.71547652b82fep+0 + (x > 0.0 ? 0.5 : -0.5));
-    double kd = (double)*k;
-    return (x - kd * MEMPROF_LN2_HI) - kd * MEMPROF_LN2_LO;
-}
-
 /* exp(x) - 1, precise also where x is tiny (where 1 - exp(-x) would cancel). */
 static inline double memprof__expm1(double x)
 {
@@ -128,9 +119,12 @@ static inline double memprof__expm1(double x)
         return __builtin_inf();
     if (x > -0.34657359 && x < 0.34657359) /* |x| < ln(2) / 2 */
         return memprof__expm1_reduced(x);
-    /* exp(x) - 1 = 2^k (e^r - 1) + (2^k - 1). */
-    int k;
-    double em1 = memprof__expm1_reduced(memprof__exp_reduce(x, &k));
+    /* x = k ln 2 + r, |r| <= ln(2) / 2 (plus rounding); exp(x) - 1 = 2^k (e^r - 1) + (2^k - 1). */
+    /* Rounded to nearest by hand: round() would be libm's on a baseline x86_64. */
+    int k = (int)(x * 0x1.71547652b82fep+0 + (x > 0.0 ? 0.5 : -0.5));
+    double kd = (double)k;
+    double r = (x - kd * MEMPROF_LN2_HI) - kd * MEMPROF_LN2_LO;
+    double em1 = memprof__expm1_reduced(r);
     if (k > 1023) /* only just below overflow: 2^k in two halves */
         return (1.0 + em1) * memprof__pow2(k - 512) * memprof__pow2(512);
     double two_k = memprof__pow2(k);
@@ -148,8 +142,11 @@ static inline double memprof__exp(double x)
         return __builtin_inf();
     if (x < -745.2) /* below half the smallest subnormal */
         return 0.0;
-    int k;
-    double e = 1.0 + memprof__expm1_reduced(memprof__exp_reduce(x, &k));
+    /* Reduced as memprof__expm1() does (not through a shared helper: one changed the code
+     * generated for the sampled path, which bench/ measured). */
+    int k = (int)(x * 0x1.71547652b82fep+0 + (x > 0.0 ? 0.5 : -0.5));
+    double kd = (double)k;
+    double e = 1.0 + memprof__expm1_reduced((x - kd * MEMPROF_LN2_HI) - kd * MEMPROF_LN2_LO);
     if (k > 1023)
         return e * memprof__pow2(k - 512) * memprof__pow2(512);
     if (k < -1022) /* subnormal result: scale in two steps (2^k itself is not normal) */
