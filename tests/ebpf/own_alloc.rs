@@ -8,11 +8,8 @@
 // its address. Built with `--cfg bump`, dealloc ignores the address and memory is never
 // reused (a bump allocator), so nothing in the code knows which block was freed.
 //
-// It holds 100 MiB allocated at one site (hold_big: 400 blocks of 256 KiB through
-// std::alloc::alloc) among churn: vectors and boxes allocated and dropped (churn). The eBPF
-// tests expect hold_big, demangled, as the top live site with about 100 MiB. With the
-// argument "wait" it prints "ready" and waits for a line on stdin before allocating, and
-// "done" and waits for another line before exiting (the attach tests). Built with
+// Its workload is workload.rs's: 100 MiB held at one site, hold_big, among churn; the eBPF
+// tests expect hold_big, demangled, as the top live site with about 100 MiB. Built with
 // `--cfg lib --crate-type cdylib`, it is a library whose own_alloc_run() does the same
 // work (dlopen_host.c loads it: libraries loaded after the probes were set).
 
@@ -118,51 +115,7 @@ static GLOBAL: Classes = Classes {
     free: [const { AtomicUsize::new(0) }; CLASSES],
 };
 
-const BIG_BLOCK: usize = 256 << 10;
-const BIG_BLOCKS: usize = 400; // 100 MiB
-
-#[inline(never)]
-fn hold_big(keep: &mut Vec<*mut u8>) {
-    let layout = Layout::from_size_align(BIG_BLOCK, 16).unwrap();
-    for _ in 0..BIG_BLOCKS {
-        let p = unsafe { std::alloc::alloc(layout) };
-        assert!(!p.is_null());
-        unsafe { p.write(1) };
-        keep.push(p);
-    }
-}
-
-#[inline(never)]
-fn churn(rounds: usize) -> usize {
-    let mut sum = 0usize;
-    let mut x: usize = 12345;
-    for _ in 0..rounds {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let n = 16 + (x >> 33) % 4096;
-        let v: Vec<u8> = vec![7u8; n];
-        sum = sum.wrapping_add(v[n - 1] as usize);
-        let b = Box::new([x; 4]);
-        sum = sum.wrapping_add(b[3] & 1);
-    }
-    sum
-}
-
-#[cfg(not(lib))]
-fn wait_for_line() {
-    use std::io::BufRead;
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line).unwrap();
-}
-
-// Churn, 100 MiB held at hold_big, churn; the blocks stay allocated.
-fn work() -> Vec<*mut u8> {
-    let mut keep = Vec::with_capacity(BIG_BLOCKS);
-    let s1 = churn(20000);
-    hold_big(&mut keep);
-    let s2 = churn(20000);
-    println!("held {} blocks, churn {}", keep.len(), s1.wrapping_add(s2) & 1);
-    keep
-}
+include!("workload.rs");
 
 #[cfg(lib)]
 #[no_mangle]
@@ -172,16 +125,5 @@ pub extern "C" fn own_alloc_run() {
 
 #[cfg(not(lib))]
 fn main() {
-    let wait = std::env::args().nth(1).as_deref() == Some("wait");
-    if wait {
-        println!("ready");
-        std::io::Write::flush(&mut std::io::stdout()).unwrap();
-        wait_for_line();
-    }
-    let _keep = work();
-    if wait {
-        println!("done");
-        std::io::Write::flush(&mut std::io::stdout()).unwrap();
-        wait_for_line();
-    }
+    workload_main();
 }
