@@ -423,6 +423,12 @@ static const char *const page_tail[] = {
     "        0);\n",
     "    }\n",
     "    sum.appendChild(p2);\n",
+    "    if (hl.unnamed.length)\n",
+    "      sum.appendChild(el('p', 'The frames without a name are in ' +\n",
+    "        hl.unnamed.join(', ') + (hl.unnamed_more ? ' and others' : '') +\n",
+    "        ' (no symbols or debug information found). Install their debug files (Debian: ' +\n",
+    "        'the -dbgsym packages) and profile again, or name a pprof file later: memprof ' +\n",
+    "        'report --symbolize --debug-dir DIR FILE.', 'warn'));\n",
     "    if (h.low && h.samples > 0)\n",
     "      sum.appendChild(el('p', 'Only ' + num(h.samples) + ' live samples: treat the ' +\n",
     "        'estimates as rough. A lower sampling rate gives more precision.', 'warn'));\n",
@@ -1224,14 +1230,23 @@ static void write_data(const struct memprof_profile *p, const struct html_data *
             ",\"merged\":%u},\n\"duration_ns\":%" PRIu64 ",\"temp_threshold_ns\":%" PRIu64
             ",\n\"health\":{\"dropped\":%" PRIu64 ",\"overflows\":%" PRIu64
             ",\"truncated\":%" PRIu64 ",\"unresolved\":%" PRIu64 ",\"addresses\":%" PRIu64
-            ",\"raw\":%d},\n"
-            "\"opened_on_peak\":%d,\n\"strings\":[",
+            ",\"raw\":%d,\"unnamed\":[",
             p->time_unix_ns / 1000000000u, p->sampling_rate, memprof__view_name(view), few,
             p->inuse_space, heap.lo, heap.hi, heap.low_information, p->inuse_objects,
             p->live_samples, p->peak_space, peak.lo, peak.hi, peak.low_information, p->peak_objects,
             p->peak_samples, p->peak_time_ns, p->merged, p->duration_ns, p->temp_threshold_ns,
             p->dropped_samples, p->stack_overflows, p->truncated_stacks, p->unresolved_addresses,
-            p->total_addresses, memprof__profile_unsymbolized(p), opened_on_peak);
+            p->total_addresses, memprof__profile_unsymbolized(p));
+    /* The modules whose frames have no name, for the note under the health line. */
+    const char *mods[3];
+    bool more;
+    size_t nmods = memprof__unnamed_modules(p, mods, sizeof mods / sizeof *mods, &more);
+    for (size_t i = 0; i < nmods; i++) {
+        fputs(i ? "," : "", out);
+        memprof__json_string(out, mods[i], true);
+    }
+    fprintf(out, "],\"unnamed_more\":%d},\n\"opened_on_peak\":%d,\n\"strings\":[", more,
+            opened_on_peak);
     for (uint32_t i = 0; i < d->nstr; i++) {
         fputs(i ? ",\n" : "\n", out);
         memprof__json_string(out, d->str[i], true);

@@ -36,6 +36,31 @@ const char *memprof__pframe_label(const struct memprof_pframe *f, char *buf, siz
     return "[unknown]";
 }
 
+size_t memprof__unnamed_modules(const struct memprof_profile *p, const char **out, size_t max,
+                                bool *more)
+{
+    *more = false;
+    if (p->unresolved_addresses == 0 || p->unresolved_addresses * 4 < p->total_addresses ||
+        memprof__profile_unsymbolized(p)) /* a raw profile says so instead */
+        return 0;
+    size_t n = 0;
+    for (size_t i = 0; i < p->nframes && !*more; i++) {
+        const struct memprof_pframe *f = &p->frames[i];
+        if (f->function || !f->module || !f->address) /* named, or an interpreter's frame */
+            continue;
+        const char *base = strrchr(f->module, '/');
+        base = base ? base + 1 : f->module;
+        size_t k = 0;
+        while (k < n && strcmp(out[k], base))
+            k++;
+        if (k == n && n == max)
+            *more = true;
+        else if (k == n)
+            out[n++] = base;
+    }
+    return n;
+}
+
 bool memprof__profile_unsymbolized(const struct memprof_profile *p)
 {
     bool native = false;

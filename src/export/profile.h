@@ -164,6 +164,13 @@ const char *memprof__pframe_label(const struct memprof_pframe *f, char *buf, siz
  * process that could not read a single symbol), for `memprof report --symbolize` to name. */
 bool memprof__profile_unsymbolized(const struct memprof_profile *p);
 
+/* For the note on frames without names (text summary and HTML page): when a quarter or more
+ * of p's code addresses have no name, the file names of the modules holding such frames, in
+ * frame order, at most `max` of them into out[] (*more: there are others). Returns how many;
+ * 0 when no note is due (also for a raw profile, which says it is unsymbolized instead). */
+size_t memprof__unnamed_modules(const struct memprof_profile *p, const char **out, size_t max,
+                                bool *more);
+
 /* ---- Sites named by the user's code (sites.c) ------------------------------------------ */
 
 /* Whether f is an allocator wrapper: a native frame whose function matches the default list

@@ -137,30 +137,13 @@ static const char *peak_when(const struct memprof_profile *p, char *buf, unsigne
     return buf;
 }
 
-/* When a quarter or more of the code addresses have no name, the modules they are in (the
- * first three) and how to get names: otherwise a stripped program's profile is a column of
- * `git+0x289719` frames with no word on why. */
+/* Where names are missing and how to get them (memprof__unnamed_modules()): otherwise a
+ * stripped program's profile is a column of `git+0x289719` frames with no word on why. */
 static void print_symbols_note(const struct memprof_profile *p, FILE *out)
 {
-    if (p->unresolved_addresses == 0 || p->unresolved_addresses * 4 < p->total_addresses)
-        return;
     const char *mods[3];
-    size_t n = 0;
-    bool more = false;
-    for (size_t i = 0; i < p->nframes && !more; i++) {
-        const struct memprof_pframe *f = &p->frames[i];
-        if (f->function || !f->module || !f->address) /* named, or an interpreter's frame */
-            continue;
-        const char *base = strrchr(f->module, '/');
-        base = base ? base + 1 : f->module;
-        size_t k = 0;
-        while (k < n && strcmp(mods[k], base))
-            k++;
-        if (k == n && n == sizeof mods / sizeof *mods)
-            more = true;
-        else if (k == n)
-            mods[n++] = base;
-    }
+    bool more;
+    size_t n = memprof__unnamed_modules(p, mods, sizeof mods / sizeof *mods, &more);
     if (n == 0)
         return;
     fprintf(out, "Note: the frames without a name are in ");

@@ -415,8 +415,8 @@ static void test_collapsed_keeps_addresses_when_asked(void)
 }
 
 /* A profile where a quarter or more of the code addresses have no name says which modules
- * they are in and how to get names; one with few such addresses, or whose unnamed frames
- * name no module, says nothing more. */
+ * they are in and how to get names (text; the HTML page's data has the same modules); one
+ * with few such addresses says nothing more. */
 static void test_summary_names_the_modules_without_symbols(void)
 {
     /* The named frames in a module too, as a symbolized profile has them (a profile whose
@@ -436,6 +436,15 @@ static void test_summary_names_the_modules_without_symbols(void)
                   "packages) and profile again, or name a pprof file later: memprof report "
                   "--symbolize --debug-dir DIR FILE.\n");
     free(t);
+    /* The HTML page gets the same modules, for the same note under its health line. */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(f != NULL);
+    EXPECT_EQ(memprof__export_html(&p, f, MEMPROF_VIEW_LIVE), 0);
+    fclose(f);
+    EXPECT_HAS(buf, "\"unnamed\":[\"libfoo.so.1\",\"libbar.so\"],\"unnamed_more\":0}");
+    free(buf);
     /* Four modules: the first three and "and others". */
     frames[2].module = "/opt/libbaz.so";
     frames[3].module = "/opt/libqux.so";
