@@ -31,6 +31,7 @@
 #include <elfutils/libdw.h>
 #include <gelf.h>
 
+#include "elfscan.h"
 #include "offline/offline.h"
 
 enum entry {
@@ -756,12 +757,11 @@ int memprof__ebpf_dwarf_scan(const char *path, const struct memprof_ebpf_elf *el
 int memprof__ebpf_dwarf_fp_at(const char *path, uint64_t vaddr)
 {
 #if defined(__x86_64__)
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    int fd;
+    Elf *e = memprof__ebpf_elf_open(path, &fd);
+    if (!e)
         return -1;
-    elf_version(EV_CURRENT);
-    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
-    Dwarf_CFI *cfi = e ? dwarf_getcfi_elf(e) : NULL;
+    Dwarf_CFI *cfi = dwarf_getcfi_elf(e);
     Dwarf_Frame *frame = NULL;
     Dwarf_Op *ops;
     size_t nops;
@@ -780,9 +780,7 @@ int memprof__ebpf_dwarf_fp_at(const char *path, uint64_t vaddr)
     free(frame);
     if (cfi)
         dwarf_cfi_end(cfi);
-    if (e)
-        elf_end(e);
-    close(fd);
+    memprof__ebpf_elf_close(e, fd);
     return r;
 #else
     (void)path;

@@ -195,20 +195,38 @@ static void read_build_id(Elf *e, struct memprof_ebpf_elf *out)
     }
 }
 
+Elf *memprof__ebpf_elf_open(const char *path, int *fd)
+{
+    elf_version(EV_CURRENT);
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0)
+        return NULL;
+    Elf *e = elf_begin(*fd, ELF_C_READ, NULL);
+    if (e && elf_kind(e) == ELF_K_ELF)
+        return e;
+    memprof__ebpf_elf_close(e, *fd);
+    errno = ENOEXEC;
+    return NULL;
+}
+
+void memprof__ebpf_elf_close(Elf *e, int fd)
+{
+    if (e)
+        elf_end(e);
+    close(fd);
+}
+
 int memprof__ebpf_elf_scan(const char *path, bool libc, struct memprof_ebpf_elf *out)
 {
     memset(out, 0, sizeof *out);
-    elf_version(EV_CURRENT);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    int fd;
+    Elf *e = memprof__ebpf_elf_open(path, &fd);
+    if (!e)
         return -errno;
-    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
     GElf_Ehdr eh;
     size_t nphdr = 0;
-    if (!e || elf_kind(e) != ELF_K_ELF || !gelf_getehdr(e, &eh) || elf_getphdrnum(e, &nphdr)) {
-        if (e)
-            elf_end(e);
-        close(fd);
+    if (!gelf_getehdr(e, &eh) || elf_getphdrnum(e, &nphdr)) {
+        memprof__ebpf_elf_close(e, fd);
         return -ENOEXEC;
     }
     bool interp = false;
@@ -247,62 +265,52 @@ int memprof__ebpf_elf_scan(const char *path, bool libc, struct memprof_ebpf_elf 
             }
         }
     }
-    elf_end(e);
-    close(fd);
+    memprof__ebpf_elf_close(e, fd);
     return 0;
 }
 
 int memprof__ebpf_elf_build_id(const char *path, char out[41])
 {
     out[0] = 0;
-    elf_version(EV_CURRENT);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
-    if (e && elf_kind(e) == ELF_K_ELF) {
-        struct memprof_ebpf_elf tmp;
-        memset(&tmp, 0, sizeof tmp);
-        read_build_id(e, &tmp);
-        memcpy(out, tmp.build_id, 41);
-    }
-    if (e)
-        elf_end(e);
-    close(fd);
+    int fd;
+    Elf *e = memprof__ebpf_elf_open(path, &fd);
+    if (!e)
+        return errno == ENOEXEC ? 0 : -errno; /* not ELF: no build id */
+    struct memprof_ebpf_elf tmp;
+    memset(&tmp, 0, sizeof tmp);
+    read_build_id(e, &tmp);
+    memcpy(out, tmp.build_id, 41);
+    memprof__ebpf_elf_close(e, fd);
     return 0;
 }
 
 bool memprof__ebpf_elf_is_dynamic(const char *path)
 {
-    elf_version(EV_CURRENT);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    int fd;
+    Elf *e = memprof__ebpf_elf_open(path, &fd);
+    if (!e)
         return false;
-    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
     size_t nphdr = 0;
     bool interp = false;
-    if (e && elf_kind(e) == ELF_K_ELF && elf_getphdrnum(e, &nphdr) == 0)
+    if (elf_getphdrnum(e, &nphdr) == 0)
         for (size_t i = 0; i < nphdr; i++) {
             GElf_Phdr ph;
             if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_INTERP)
                 interp = true;
         }
-    if (e)
-        elf_end(e);
-    close(fd);
+    memprof__ebpf_elf_close(e, fd);
     return interp;
 }
 
 bool memprof__ebpf_elf_vaddr_of(const char *path, uint64_t off, uint64_t *vaddr)
 {
-    elf_version(EV_CURRENT);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    int fd;
+    Elf *e = memprof__ebpf_elf_open(path, &fd);
+    if (!e)
         return false;
-    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
     size_t nphdr = 0;
     bool found = false;
-    if (e && elf_kind(e) == ELF_K_ELF && elf_getphdrnum(e, &nphdr) == 0)
+    if (elf_getphdrnum(e, &nphdr) == 0)
         for (size_t i = 0; i < nphdr && !found; i++) {
             GElf_Phdr ph;
             /* Only code segments: the read-only one before the code may share its last page
@@ -316,30 +324,25 @@ bool memprof__ebpf_elf_vaddr_of(const char *path, uint64_t off, uint64_t *vaddr)
                 found = true;
             }
         }
-    if (e)
-        elf_end(e);
-    close(fd);
+    memprof__ebpf_elf_close(e, fd);
     return found;
 }
 
 int memprof__ebpf_elf_fp_prologue(const char *path, uint64_t vaddr)
 {
 #if defined(__x86_64__)
-    elf_version(EV_CURRENT);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    int fd;
+    Elf *e = memprof__ebpf_elf_open(path, &fd);
+    if (!e)
         return -1;
-    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
     size_t nphdr = 0;
     uint64_t off;
     int r = -1;
     unsigned char b[8];
-    if (e && elf_kind(e) == ELF_K_ELF && elf_getphdrnum(e, &nphdr) == 0 &&
-        file_offset(e, nphdr, vaddr, &off) && pread(fd, b, sizeof b, (off_t)off) == sizeof b)
+    if (elf_getphdrnum(e, &nphdr) == 0 && file_offset(e, nphdr, vaddr, &off) &&
+        pread(fd, b, sizeof b, (off_t)off) == sizeof b)
         r = fp_prologue(b);
-    if (e)
-        elf_end(e);
-    close(fd);
+    memprof__ebpf_elf_close(e, fd);
     return r;
 #else
     (void)path;

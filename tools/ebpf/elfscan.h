@@ -8,6 +8,7 @@
 #ifndef MEMPROF_TOOLS_EBPF_ELFSCAN_H
 #define MEMPROF_TOOLS_EBPF_ELFSCAN_H
 
+#include <libelf.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -49,6 +50,12 @@ struct memprof_ebpf_elf {
     bool layout_align_first;
     bool rustc; /* .comment names rustc: a Rust program or library */
 };
+
+/* `path` opened for reading with libelf: the handle, with the file's descriptor in *fd for
+ * memprof__ebpf_elf_close(); NULL with errno set when it cannot be opened (ENOEXEC: not an
+ * ELF file), nothing then left open. */
+Elf *memprof__ebpf_elf_open(const char *path, int *fd);
+void memprof__ebpf_elf_close(Elf *e, int fd);
 
 /* Reads `path`: with `libc`, the malloc family it defines; the Rust shims (__rust_alloc &
  * co., __rg_* and __rdl_* of older rustc) and the methods of GlobalAlloc implementations
