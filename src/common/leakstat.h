@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "common/lifetime.h"
 
@@ -129,6 +130,26 @@ static inline void memprof__leak_stat(const struct memprof_leak_sample *s, size_
     out->ks = k ? d : 1.0;
     out->rate = out->bytes / (span / 1e9);
     out->suspect = k >= MEMPROF_LEAK_MIN_SAMPLES && d <= memprof__ks_critical(k);
+}
+
+static inline int memprof__leak_by_time(const void *a, const void *b)
+{
+    const struct memprof_leak_sample *x = a, *y = b;
+    return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+/* The statistic of one site at `now_ns` of a run that began at `origin_ns`, from its
+ * survivors s[0..n) in any order (sorted here by allocation time), the time of its first
+ * sample and its freed samples' lifetime histogram: what the engine's snapshot and the eBPF
+ * mode compute for each site. */
+static inline void memprof__leak_site(struct memprof_leak_sample *s, size_t n, uint64_t origin_ns,
+                                      uint64_t now_ns, const uint32_t *lifetimes, uint64_t first_ns,
+                                      struct memprof_leak_stat *out)
+{
+    qsort(s, n, sizeof *s, memprof__leak_by_time);
+    struct memprof_leak_window win =
+        memprof__leak_window(origin_ns, now_ns, memprof__leak_max_lifetime_ns(lifetimes), first_ns);
+    memprof__leak_stat(s, n, win, out);
 }
 
 #endif

@@ -40,13 +40,6 @@ static int by_live_bytes_desc(const void *a, const void *b)
     return x->stack_id < y->stack_id ? -1 : x->stack_id > y->stack_id;
 }
 
-/* A site's survivors by allocation time. */
-static int by_time(const void *a, const void *b)
-{
-    const struct memprof_leak_sample *x = a, *y = b;
-    return x->ts < y->ts ? -1 : x->ts > y->ts;
-}
-
 struct peak_ctx {
     struct memprof_snapshot *s;
     const uint32_t *site_of;
@@ -97,7 +90,8 @@ static void take_peak(struct memprof_snapshot *s, const uint32_t *site_of, size_
 
 /* Each site's leak statistic from its survivors. The samples are grouped by stack with a
  * counting sort (`end` has room for nids + 1 entries, `work` for every sample), then each
- * group is sorted by time: linear in the samples plus the sort of each site's own. */
+ * group is judged (and sorted by time) by memprof__leak_site(): linear in the samples plus
+ * the sort of each site's own. */
 static void take_leaks(struct memprof_snapshot *s, const uint32_t *site_of, size_t nids,
                        size_t *end, struct memprof_leak_sample *work)
 {
@@ -119,13 +113,9 @@ static void take_leaks(struct memprof_snapshot *s, const uint32_t *site_of, size
         size_t n = end[id + 1] - end[id];
         if (!n || !site_of[id])
             continue;
-        struct memprof_leak_sample *group = work + end[id];
-        qsort(group, n, sizeof *group, by_time);
         struct memprof_snap_site *site = &s->sites[site_of[id] - 1];
-        struct memprof_leak_window win =
-            memprof__leak_window(origin, s->timestamp_ns,
-                                 memprof__leak_max_lifetime_ns(site->lifetimes), site->first_ns);
-        memprof__leak_stat(group, n, win, &site->leak);
+        memprof__leak_site(work + end[id], n, origin, s->timestamp_ns, site->lifetimes,
+                           site->first_ns, &site->leak);
     }
 }
 

@@ -444,12 +444,6 @@ static int by_inuse(const void *a, const void *b)
     return x->alloc_space < y->alloc_space ? 1 : x->alloc_space > y->alloc_space ? -1 : 0;
 }
 
-static int by_time(const void *a, const void *b)
-{
-    const struct memprof_leak_sample *x = a, *y = b;
-    return x->ts < y->ts ? -1 : x->ts > y->ts;
-}
-
 /* Each stack's leak statistic at `now` (since the start of the record), as the engine's
  * snapshot computes it: the live samples grouped by stack (a counting sort), each group by
  * time. Returns 0 or -ENOMEM. */
@@ -478,10 +472,7 @@ static int take_leaks(struct memprof_ebpf_record *r, uint64_t now)
         memset(&s->leak, 0, sizeof s->leak);
         if (!n)
             continue;
-        qsort(work + end[i], n, sizeof *work, by_time);
-        uint64_t longest = memprof__leak_max_lifetime_ns(s->lifetimes);
-        memprof__leak_stat(work + end[i], n, memprof__leak_window(0, now, longest, s->first_ns),
-                           &s->leak);
+        memprof__leak_site(work + end[i], n, 0, now, s->lifetimes, s->first_ns, &s->leak);
     }
     free(end);
     free(work);
