@@ -4,6 +4,8 @@ Blocks freed by PHP (unset) leave the live profile
 <?php if (!extension_loaded("memprof")) die("skip the memprof extension is not loaded"); ?>
 --INI--
 memory_limit=512M
+; every block sampled, so also any block the extension itself allocates while it samples
+memprof.sampling_rate=1K
 --FILE--
 <?php
 function temporary_buffers() {

@@ -30,6 +30,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #ifdef ZTS
 #define MPPHP_TLS __thread
@@ -55,11 +56,16 @@ static inline size_t set_home(uintptr_t p)
     return (size_t)(((uint64_t)(p >> 3) * 0x9e3779b97f4a7c15ull) >> 32) & set_mask;
 }
 
+/* The set's storage comes from mmap, not malloc: it grows just after a sample is reported,
+ * outside the profiler's re-entrancy guard, and a malloc there would be sampled by the GOT
+ * backend as an allocation of the PHP code running (its first 8 KiB outliving every block of
+ * that code). mmap's pages are zero, as the empty set needs. */
 static bool set_grow(void)
 {
     size_t cap = set_slots ? (set_mask + 1) * 2 : 1024;
-    uintptr_t *slots = calloc(cap, sizeof *slots);
-    if (!slots)
+    uintptr_t *slots =
+        mmap(NULL, cap * sizeof *slots, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (slots == MAP_FAILED)
         return false;
     uintptr_t *old = set_slots;
     size_t old_cap = old ? set_mask + 1 : 0;
@@ -73,7 +79,8 @@ static bool set_grow(void)
             at = (at + 1) & set_mask;
         set_slots[at] = old[i];
     }
-    free(old);
+    if (old)
+        munmap(old, old_cap * sizeof *old);
     return true;
 }
 
