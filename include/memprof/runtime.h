@@ -228,6 +228,32 @@ MEMPROF_API uint64_t memprof_sample_interval(void);
  */
 MEMPROF_API int memprof_report_sampled(uint64_t id, size_t size);
 
+/**
+ * @brief **memprof_write_exit_profile()** writes the launcher's exit-time profile now, for a
+ * runtime whose exit frees the program's data before the process ends.
+ *
+ * Under `memprof run` (or the preload plugin with `MEMPROF_OUTPUT` set) the profile is
+ * written when the process exits, after the program's atexit handlers: for a C program that
+ * is the program's end, with its data still live. An interpreter frees its objects first
+ * (CPython's finalization, PHP's request shutdown), so a profile taken then shows almost
+ * nothing live. A binding calls this at the program's end instead (Python's last atexit
+ * handler, PHP's request shutdown): the profile is written at once, with the same path,
+ * format and rules as at exit, and the process's exit then writes none. Later periodic and
+ * signalled profiles (`MEMPROF_INTERVAL`, `MEMPROF_SIGNAL`) are not written either, so this
+ * profile stays the last one. Sampling goes on, for the program's own snapshots. A forked
+ * child has an exit-time profile of its own.
+ * @return 0 when written (or when the launcher's rules write none for this process: a
+ *         process of a run that took no sample); `-ENOTSUP` if this process has no
+ *         exit-time profile (no launcher, or one without an output file, such as `memprof
+ *         attach`); `-EALREADY` if it was written already; `-ETIMEDOUT` if the writing
+ *         thread made no progress (see the guide); another negative errno if writing failed
+ *         (counted in memprof_stats::write_failures, and said on stderr by the launcher).
+ *         Thread-safe; not async-signal-safe; not callable from an allocation hook or a
+ *         frame source. Blocks while the profile is written (symbolization included).
+ *         @since 1.5
+ */
+MEMPROF_API int memprof_write_exit_profile(void);
+
 #ifdef __cplusplus
 }
 #endif

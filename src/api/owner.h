@@ -23,4 +23,9 @@ MEMPROF_INTERNAL int memprof__owned(void);
  * profile). Returns as memprof_stop() did before joining existed. */
 MEMPROF_INTERNAL int memprof__stop_owned(void);
 
+/* The launcher's exit-time profile, written at once (memprof_write_exit_profile()): the
+ * preload plugin registers its writer when it has an output file; returns as that function.
+ * Set once, before the program runs. */
+MEMPROF_INTERNAL void memprof__set_exit_profile_writer(int (*writer)(void));
+
 #endif

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The public runtime API (include/memprof/runtime.h): frame-source registration and the
- * custom-allocator reports, validated here and carried out by the core.
+ * The public runtime API (include/memprof/runtime.h): frame-source registration, the
+ * custom-allocator reports, validated here and carried out by the core, and the launcher's
+ * exit-time profile on a runtime's demand.
  */
 #define _GNU_SOURCE /* dl_iterate_phdr */
 #include "config.h"
@@ -16,6 +17,8 @@
 #include "core/capture.h"
 #include "core/engine.h"
 #include "core/platform.h"
+#include "api/owner.h"
+#include "common/atomic.h"
 #include "core/sources.h"
 #include "memprof/runtime.h"
 
@@ -105,4 +108,19 @@ MEMPROF_SAMPLING_TEXT int memprof_report_sampled(uint64_t id, size_t size)
     if (MEMPROF_UNLIKELY(id & MEMPROF_REPORT_KEY_BIT))
         return -EINVAL;
     return memprof__report_record(id | MEMPROF_REPORT_KEY_BIT, size) ? 1 : 0;
+}
+
+/* ---- the launcher's exit-time profile ----------------------------------------------------- */
+
+static int (*_Atomic exit_profile_writer)(void);
+
+void memprof__set_exit_profile_writer(int (*writer)(void))
+{
+    memprof_atomic_store_release(&exit_profile_writer, writer);
+}
+
+int memprof_write_exit_profile(void)
+{
+    int (*writer)(void) = memprof_atomic_load_acquire(&exit_profile_writer);
+    return writer ? writer() : -ENOTSUP;
 }

@@ -87,6 +87,7 @@
 #endif
 
 #include "api/output.h"
+#include "api/owner.h"
 #include "api/values.h"
 #include "common/atomic.h"
 #include "core/backend.h"
@@ -101,6 +102,10 @@ static sem_t wakeup;    /* a dump is wanted: the dump signal, or exit() */
 static sem_t exit_done; /* the writer has written the exit-time profile */
 static volatile sig_atomic_t exiting;
 static atomic_int exit_requested;
+/* The process whose exit-time profile has been taken (at exit, or earlier on a runtime's
+ * demand: memprof_write_exit_profile()), and how writing it went. */
+static atomic_int exit_profile_pid;
+static atomic_int exit_rc;
 /* The writer: the process it runs in (0: none in this process), its thread, its thread id,
  * and whether its descriptor table is its own. `wanted`: this process or its parent before
  * a fork started one for MEMPROF_INTERVAL or MEMPROF_SIGNAL, so the writer exit() starts
@@ -148,11 +153,15 @@ static void count_failure(void)
 
 /* Writes the profile once; `why` names the occasion in messages. Serialised by dump_lock.
  * Every failure is counted in write_failures and never fatal; the first one of the process
- * (a forked child inherits its parent's count) is reported in one line. */
-static void dump(const char *why)
+ * (a forked child inherits its parent's count) is reported in one line. Returns 0 or the
+ * negative errno of the failure. */
+static int dump(const char *why)
 {
-    if (!cfg.output[0] || memprof__engine_readable() != 0)
-        return;
+    if (!cfg.output[0])
+        return -ENOTSUP;
+    int rc = memprof__engine_readable();
+    if (rc != 0)
+        return rc;
     /* The program installed a seccomp filter that would kill it for a system call writing
      * takes (core/sandbox.h): no profile, and one line if stderr may still be written. */
     if (!memprof__sys_allowed(MEMPROF_SYS_WRITE)) {
@@ -161,17 +170,17 @@ static void dump(const char *why)
             memprof__preload_say("memprof: no %s profile: a seccomp filter of the program "
                                  "forbids system calls that writing it takes",
                                  why);
-        return;
+        return -EPERM;
     }
     char path[PATH_MAX];
     if (!expand_path(cfg.output, getpid(), path, sizeof path)) {
         count_failure();
         if (!reported++)
             memprof__preload_say("memprof: MEMPROF_OUTPUT is too long; no profile written");
-        return;
+        return -ENAMETOOLONG;
     }
     memprof_snapshot *snap = NULL;
-    int rc = memprof_get_snapshot(&snap);
+    rc = memprof_get_snapshot(&snap);
     /* On the writer's own table, a descriptor name in MEMPROF_OUTPUT means the program's. */
     const struct memprof_output how = {.process_fd = memprof__preload_program_fd};
     if (rc == 0) /* counts its own failures */
@@ -183,6 +192,7 @@ static void dump(const char *why)
     if (rc != 0 && !reported++)
         memprof__preload_say("memprof: could not write the %s profile to %s: %s", why, path,
                              memprof_strerror(rc));
+    return rc;
 }
 
 bool memprof__preload_private_fds(void)
@@ -265,7 +275,7 @@ static void *writer_main(void *arg)
         if (memprof_atomic_load_seqcst(&exit_requested)) {
             if (!exiting) {
                 exiting = 1;
-                dump("exit-time");
+                memprof_atomic_store_seqcst(&exit_rc, dump("exit-time"));
             }
             pthread_mutex_unlock(&dump_lock);
             sem_post(&exit_done);
@@ -400,6 +410,7 @@ static bool exit_profile_on_writer(void)
         nanosleep(&tick, NULL);
     }
     if (!wait_for_exit_profile(t, tid)) {
+        memprof_atomic_store_seqcst(&exit_rc, -ETIMEDOUT);
         count_failure();
         if (!reported++)
             memprof__preload_say("memprof: no exit-time profile: its writing thread made no "
@@ -461,18 +472,29 @@ void memprof__preload_writer_resume(void)
  * memprof run most of a build's or a script's processes (the shell, true, echo) take no
  * sample at the default rate, and writing their files was most of what they paid for the
  * profiler (doc/performance.md, Start-up). */
-static bool empty_and_unwanted(void)
+static bool empty_and_unwanted(pid_t me)
 {
-    if (cfg.write_empty || cfg.interval_s || cfg.signo || getpid() == cfg.write_empty_pid)
+    if (cfg.write_empty || cfg.interval_s || cfg.signo || me == cfg.write_empty_pid)
         return false;
     memprof_stats s = {.size = sizeof s};
     return memprof_get_stats(&s) == 0 && s.total_samples == 0;
 }
 
-static void dump_at_exit(void)
+/* Takes the exit-time profile, once per process: at exit, or at a runtime's end before it
+ * frees its data (memprof_write_exit_profile()). Returns as that function. */
+static int exit_profile(void)
 {
-    if (!cfg.output[0] || memprof__engine_readable() != 0 || empty_and_unwanted())
-        return;
+    if (!cfg.output[0])
+        return -ENOTSUP;
+    /* Without getpid() (a seccomp filter: core/sandbox.h), the process the plugin started in. */
+    pid_t me = memprof__sys_allowed(MEMPROF_SYS_IDS) ? getpid() : pid_at_start;
+    if (memprof_atomic_exchange_acqrel(&exit_profile_pid, (int)me) == (int)me)
+        return -EALREADY;
+    int rc = memprof__engine_readable();
+    if (rc != 0)
+        return rc;
+    if (empty_and_unwanted(me))
+        return 0;
     /* exit() is not a cancellation point, but writing the profile makes calls that are
      * (open, write, close; sem_timedwait while the writer writes): a thread with a pending
      * pthread_cancel() that calls exit() would be cancelled in here, holding dump_lock, and
@@ -489,11 +511,17 @@ static void dump_at_exit(void)
         /* No thread can be started (a limit on processes, a sandbox): write it here. */
         pthread_mutex_lock(&dump_lock);
         exiting = 1;
-        dump("exit-time");
+        memprof_atomic_store_seqcst(&exit_rc, dump("exit-time"));
         pthread_mutex_unlock(&dump_lock);
     }
     memprof__guard_leave(guard);
     pthread_setcancelstate(cancel_state, NULL);
+    return memprof_atomic_load_seqcst(&exit_rc);
+}
+
+static void dump_at_exit(void)
+{
+    (void)exit_profile();
 }
 
 static void on_signal(int signo)
@@ -516,11 +544,20 @@ static void atfork_child(void)
     memprof_atomic_store_seqcst(&writer_tid, 0);
     memprof_atomic_store_seqcst(&writer_private, false);
     memprof_atomic_store_seqcst(&writer_stop, STOP_NONE);
+    /* The child's own exit-time profile is still to be written, also when the fork came
+     * after the parent's. */
+    exiting = 0;
+    memprof_atomic_store_seqcst(&exit_requested, 0);
 }
 
 void memprof__preload_dump_setup(const struct memprof_dump_config *c)
 {
     cfg = *c;
+    /* The format a name's extension gives is the template's: a forked child's "<path>.<pid>"
+     * (expand_path()) ends in its pid, and would otherwise be written as text. */
+    int by_name = cfg.format == MEMPROF_FORMAT_AUTO ? memprof_format_from_path(cfg.output) : 0;
+    if (by_name > 0)
+        cfg.format = (memprof_format)by_name;
     pid_at_start = getpid();
     sem_init(&wakeup, 0, 0);
     sem_init(&exit_done, 0, 0);
@@ -530,6 +567,7 @@ void memprof__preload_dump_setup(const struct memprof_dump_config *c)
     atexit(dump_at_exit);
     if (!cfg.output[0])
         return;
+    memprof__set_exit_profile_writer(exit_profile);
     struct sigaction old;
     if (cfg.signo && sigaction(cfg.signo, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
         old.sa_handler == SIG_IGN) {

@@ -37,6 +37,14 @@
  *                           and starts sampling.
  *   report-rate             prints the engine's sampling rate and state (the runner checks
  *                           that a bad MEMPROF_RATE falls back to the default).
+ *   exit-profile-written-early  with MEMPROF_OUTPUT naming a collapsed (.folded) file: a
+ *                           forked child holding 2000 x 50,000 B calls
+ *                           memprof_write_exit_profile() (0, then -EALREADY), frees every
+ *                           block and exits; its profile (OUTPUT.<pid>), read by the parent
+ *                           after the child's exit, still holds 100,000,000 B +-10 %: written
+ *                           at the call, not again at exit.
+ *   exit-profile-needs-an-output  without MEMPROF_OUTPUT the plugin writes no exit-time
+ *                           profile: memprof_write_exit_profile() returns -ENOTSUP.
  *
  * Every mode first checks that malloc really is the plugin's (dladdr on the malloc the
  * program calls), so a test cannot pass by running without the profiler.
@@ -50,8 +58,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <memprof/memprof.h>
+#include <memprof/runtime.h>
 
 #include "itest.h"
 
@@ -447,6 +458,67 @@ static int report_rate(void)
     return 0;
 }
 
+/* The live bytes of a collapsed profile: the sum of its lines' counts; -1 if unreadable. */
+static double collapsed_total(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    double total = 0;
+    char line[16384];
+    while (fgets(line, sizeof line, f)) {
+        const char *space = strrchr(line, ' ');
+        if (space)
+            total += strtod(space + 1, NULL);
+    }
+    fclose(f);
+    return total;
+}
+
+static int exit_profile_written_early(void)
+{
+    const char *output = getenv("MEMPROF_OUTPUT");
+    CHECK(output && *output, "MEMPROF_OUTPUT is not set");
+    pid_t child = fork();
+    CHECK(child >= 0, "fork: %s", strerror(errno));
+    if (child == 0) {
+        itest_allocate_blocks(2000, 50000);
+        int rc = memprof_write_exit_profile();
+        if (rc != 0) {
+            fprintf(stderr, "memprof_write_exit_profile = %d (%s), expected 0\n", rc,
+                    memprof_strerror(rc));
+            _exit(3);
+        }
+        rc = memprof_write_exit_profile();
+        if (rc != -EALREADY) {
+            fprintf(stderr, "second memprof_write_exit_profile = %d, expected -EALREADY\n", rc);
+            _exit(4);
+        }
+        itest_free_blocks(2000);
+        exit(0); /* the plugin's exit-time hook runs, and must leave the profile alone */
+    }
+    int status;
+    CHECK(waitpid(child, &status, 0) == child, "waitpid: %s", strerror(errno));
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child failed (status %#x)", status);
+    char path[4096];
+    snprintf(path, sizeof path, "%s.%d", output, (int)child);
+    double total = collapsed_total(path);
+    CHECK(total >= 0, "cannot read the child's profile %s", path);
+    check_within("live bytes in the child's exit-time profile", (uint64_t)total, 100000000.0, 0.10);
+    return 0;
+}
+
+static int exit_profile_needs_an_output(void)
+{
+    require_state(MEMPROF_STATE_ACTIVE);
+    int rc = memprof_write_exit_profile();
+    CHECK(rc == -ENOTSUP,
+          "memprof_write_exit_profile without MEMPROF_OUTPUT = %d, expected "
+          "-ENOTSUP",
+          rc);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -477,6 +549,10 @@ int main(int argc, char **argv)
         return program_init();
     if (!strcmp(mode, "report-rate"))
         return report_rate();
+    if (!strcmp(mode, "exit-profile-written-early"))
+        return exit_profile_written_early();
+    if (!strcmp(mode, "exit-profile-needs-an-output"))
+        return exit_profile_needs_an_output();
     fprintf(stderr, "unknown mode %s\n", mode);
     return 2;
 }

@@ -6,9 +6,10 @@ memprof run sees PHP and adds its bootstrap directory (an ini loading the extens
 this tree) to PHP_INI_SCAN_DIR with MEMPROF_PHP=1, so the extension joins the plugin's
 profile with PHP frames and the Zend heap hooks. Checks, each in its own run:
 
-- a script holding ~100 MB of strings in one function: the first site of the exit summary
-  (at the peak) is that function with its file and line, its estimate within 12 % of what
-  the Zend heap grew by (memory_get_usage(), printed by the script);
+- a script holding ~100 MB of strings in one function to its end: the exit summary's live
+  heap (the profile is written at the script's end, before PHP releases its heap) and its
+  first site, that function with its file and line, are each within 12 % of what the Zend
+  heap grew by (memory_get_usage(), printed by the script);
 - --no-runtime leaves PHP alone (no PHP function in the summary);
 - a script calling memprof_enable() joins (true, one message saying so).
 
@@ -93,6 +94,10 @@ def main():
         estimate = float(m.group(1)) * UNITS[m.group(2)]
         if abs(estimate - truth) > 0.12 * truth:
             fail(f"estimate {estimate:.0f} is not within 12 % of {truth}:\n{top}")
+        m = re.search(r"^Estimated live heap: ([\d.]+) (B|KiB|MiB|GiB)", r.stderr, re.M)
+        live = float(m.group(1)) * UNITS[m.group(2)] if m else 0
+        if abs(live - truth) > 0.12 * truth:
+            fail(f"live heap at exit {live:.0f} is not within 12 % of {truth}:\n{r.stderr}")
         print(f"ok: hold_strings {estimate / 2**20:.1f} MiB, truth {truth / 2**20:.1f} MiB")
 
         r = run(memprof, php, dir, APP, "--no-runtime")

@@ -4,8 +4,9 @@
  * init -> start <-> stop -> shutdown and its wrong-state errors (-ENOTCONN before init,
  * -EALREADY for a second init, -ENOTSUP to start without an interposition backend, -EBUSY
  * for start/stop in the wrong state, -ESHUTDOWN after shutdown), reads (snapshot, stats,
- * symbol resolution) in every initialised state, concurrent init, memprof_strerror(), and a
- * program's calls joining a profile that a command (`memprof run`, `memprof attach`) owns.
+ * symbol resolution) in every initialised state, concurrent init, memprof_strerror(), a
+ * program's calls joining a profile that a command (`memprof run`, `memprof attach`) owns,
+ * and memprof_write_exit_profile() reaching the command's writer.
  * The engine is a process-wide singleton, so every case needs a fresh process: meson.build
  * runs each case as its own test, passing its name.
  */
@@ -17,6 +18,7 @@
 #include "config.h"
 #include "core/engine.h"
 #include "memprof/memprof.h"
+#include "memprof/runtime.h"
 #include "test.h"
 
 static memprof_stats stats(void)
@@ -330,6 +332,31 @@ static void test_a_programs_own_engine_is_not_joined(void)
     EXPECT_EQ(state(), MEMPROF_STATE_SHUTDOWN);
 }
 
+static void test_write_exit_profile_without_a_launcher_returns_enotsup(void)
+{
+    EXPECT_EQ(memprof_write_exit_profile(), -ENOTSUP);
+    CHECK_EQ(memprof_init(4096), 0);
+    memprof__backend_register();
+    CHECK_EQ(memprof_start(), 0);
+    EXPECT_EQ(memprof_write_exit_profile(), -ENOTSUP);
+}
+
+static int launcher_writes;
+
+static int launcher_writer(void)
+{
+    return ++launcher_writes == 1 ? 0 : -EALREADY;
+}
+
+static void test_write_exit_profile_is_the_launchers_writer(void)
+{
+    start_as_the_command(8192);
+    memprof__set_exit_profile_writer(launcher_writer);
+    EXPECT_EQ(memprof_write_exit_profile(), 0);
+    EXPECT_EQ(memprof_write_exit_profile(), -EALREADY);
+    EXPECT_EQ(launcher_writes, 2);
+}
+
 static void test_strerror_never_returns_null(void)
 {
     for (int err = -5000; err <= 5000; err++) {
@@ -414,6 +441,8 @@ int main(int argc, char **argv)
         TEST_CASE(test_program_stop_and_shutdown_leave_the_commands_profile_sampling),
         TEST_CASE(test_program_start_after_the_command_stopped_starts_sampling_again),
         TEST_CASE(test_a_programs_own_engine_is_not_joined),
+        TEST_CASE(test_write_exit_profile_without_a_launcher_returns_enotsup),
+        TEST_CASE(test_write_exit_profile_is_the_launchers_writer),
         TEST_CASE(test_strerror_never_returns_null),
         TEST_CASE(test_strerror_describes_the_library_codes),
         TEST_CASE(test_strerror_describes_file_errors),

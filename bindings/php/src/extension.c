@@ -10,7 +10,8 @@
  * script calls memprof_enable(), and the extension costs nothing. Under `memprof run` (which
  * sets MEMPROF_PHP=1 and loads the extension) or `memprof attach`, the engine is theirs:
  * memprof_init() and memprof_start() answer MEMPROF_JOINED, the extension adds its PHP frames
- * and Zend heap hooks to that profile, and writes nothing itself.
+ * and Zend heap hooks to that profile, and writes nothing itself; in the CLI it has memprof
+ * run's exit-time profile written at the script's end (memprof_write_exit_profile()).
  *
  * The engine is libmemprof's, in libmemprof.so.1: memprof_start() puts its GOT backend on
  * malloc in every loaded object. PHP unloads extensions at module shutdown, which would take
@@ -28,6 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <SAPI.h>
 #include <ext/standard/info.h>
 
 #define MPPHP_VERSION "0.1.0"
@@ -238,9 +240,14 @@ static PHP_RINIT_FUNCTION(memprof)
 static PHP_RSHUTDOWN_FUNCTION(memprof)
 {
     (void)type, (void)module_number;
-    /* A joined profile is written by whoever started it (memprof run's plugin at exit). */
+    /* A joined profile is written by whoever started it (memprof run's plugin at exit). The
+     * CLI's one request ends the program: have memprof run's exit-time profile written now,
+     * while the script's globals are live, not at exit, after the heap is released. A
+     * server's requests each end here, so there the profile stays the process's exit's. */
     if (from_env && !joined)
         write_env_profile();
+    else if (joined && strcmp(sapi_module.name, "cli") == 0)
+        (void)memprof_write_exit_profile(); /* -ENOTSUP under memprof attach */
     mpphp_heap_unhook();
     return SUCCESS;
 }

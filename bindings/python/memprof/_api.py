@@ -964,14 +964,25 @@ def _start_bytes(rate_bytes: Optional[int], gc_tracking: bool = False,
         _c.start()
 
 
-def _join_running_profile() -> None:
+def _join_running_profile() -> bool:
     """Joins the profile memprof run's plugin started, for memprof run's bootstrap
     (bindings/python/bootstrap): the Python frame source and the PyMem hooks from now on,
-    silently. Does nothing unless the engine reports MEMPROF_JOINED."""
+    silently. Does nothing unless the engine reports MEMPROF_JOINED; returns whether it
+    joined."""
     with _lock:
         _c.install()
         if _c.init(_c.DEFAULT_SAMPLING_RATE) == _c.JOINED:
             _c.start()
+            return True
+        return False
+
+
+def _write_exit_profile() -> None:
+    """The launcher's exit-time profile, written at the program's end: memprof run's
+    bootstrap registers this as the first atexit handler, so it runs last, after the
+    program's own handlers and before the interpreter's finalization frees the program's
+    objects (which the process's exit, where the plugin would write it, comes after)."""
+    _c.write_exit_profile()
 
 
 def start(

@@ -193,6 +193,21 @@ static PyObject *mp_shutdown(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(write_exit_profile_doc,
+             "write_exit_profile() -> int\n\nmemprof_write_exit_profile(): the launcher's "
+             "exit-time profile, now (0, or a negative errno: -ENOTSUP without one, -EALREADY "
+             "when written).");
+
+static PyObject *mp_write_exit_profile(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    /* The writing thread does not need the GIL; other threads may run meanwhile. */
+    PyThreadState *ts = PyEval_SaveThread();
+    int rc = memprof_write_exit_profile();
+    PyEval_RestoreThread(ts);
+    return PyLong_FromLong(rc);
+}
+
 PyDoc_STRVAR(strerror_doc, "strerror(code) -> str\n\nmemprof_strerror().");
 
 static PyObject *mp_strerror(PyObject *self, PyObject *arg)
@@ -700,6 +715,7 @@ static PyMethodDef module_methods[] = {
     {"start", mp_start, METH_NOARGS, start_doc},
     {"stop", mp_stop, METH_NOARGS, stop_doc},
     {"shutdown", mp_shutdown, METH_NOARGS, shutdown_doc},
+    {"write_exit_profile", mp_write_exit_profile, METH_NOARGS, write_exit_profile_doc},
     {"strerror", mp_strerror, METH_O, strerror_doc},
     {"stats", mp_stats, METH_NOARGS, stats_doc},
     {"snapshot", mp_snapshot, METH_NOARGS, snapshot_doc},
