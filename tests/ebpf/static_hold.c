@@ -4,8 +4,11 @@
  * -fno-omit-frame-pointer), so there is no libc.so to probe and nothing could be
  * preloaded: it holds 100 MiB allocated at one site (hold_c_site: 400 blocks of 256 KiB)
  * among churn (small blocks malloc'ed and freed), and the tests expect hold_c_site as the
- * top live site with about 100 MiB. With the argument "wait" it prints "ready" and waits
- * for a line on stdin before allocating, then "done" and waits for another before exiting.
+ * top live site with about 100 MiB. It also keeps one 1 MiB block allocated by a function
+ * built without frame pointers (GCC), as libc's own functions are: too small a share of the
+ * profile for the summary to ask for a rebuild. With the argument "wait" it prints "ready"
+ * and waits for a line on stdin before allocating, then "done" and waits for another before
+ * exiting.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +27,22 @@ __attribute__((noinline)) static void hold_c_site(void)
             exit(1);
         memset(held[i], 1, 64);
     }
+}
+
+#define SMALL_CACHE (1u << 20)
+
+static void *small_cache;
+
+#ifndef __clang__ /* clang has no per-function frame-pointer setting */
+__attribute__((optimize("omit-frame-pointer")))
+#endif
+__attribute__((noinline)) static void
+cache_without_frame_pointer(void)
+{
+    small_cache = malloc(SMALL_CACHE);
+    if (!small_cache)
+        exit(1);
+    memset(small_cache, 1, 64);
 }
 
 __attribute__((noinline)) static unsigned churn(unsigned rounds)
@@ -58,6 +77,7 @@ int main(int argc, char **argv)
         wait_line();
     }
     unsigned s = churn(20000);
+    cache_without_frame_pointer();
     hold_c_site();
     s += churn(20000);
     printf("held %d blocks, churn %u\n", BIG_BLOCKS, s & 1);

@@ -60,9 +60,11 @@ struct memprof_ebpf_trace {
     char (*paths)[PATH_MAX];
     char no_free_where[256]; /* files with a GlobalAlloc::alloc but no ::dealloc */
     /* The functions that called the allocator (each stack's first), checked for frame
-     * pointers at the end. */
+     * pointers at the end: how many, how many lack them, the one of those with the most
+     * sampled bytes, and the share of the sampled bytes their stacks hold. */
     unsigned fp_checked, fp_missing;
     char fp_example[128];
+    double fp_missing_share;
 };
 
 static uint64_t now_ns(void)
@@ -285,14 +287,21 @@ void memprof__ebpf_trace_drain(struct memprof_ebpf_trace *t)
 }
 
 /* Whether the functions that called the allocator keep frame pointers: the first native
- * frame of the largest stacks, judged from their files' call frame information at the call,
- * or without it from their first bytes (at most FP_CHECKS functions). */
+ * frame of each stack, judged from its file's call frame information at the call, or without
+ * it from the function's first bytes (at most FP_CHECKS functions), weighed by the bytes its
+ * stacks sampled. */
 #define FP_CHECKS 64
+/* The share of the sampled bytes whose stacks lack frame pointers from which the summary
+ * says so. */
+#define FP_NOTE_SHARE 0.05
 static void check_frame_pointers(struct memprof_ebpf_trace *t, const struct memprof_profile *p)
 {
-    uint64_t seen[FP_CHECKS];
-    for (size_t s = 0; s < p->nstacks && t->fp_checked < FP_CHECKS; s++) {
+    uint64_t seen[FP_CHECKS], missing_bytes[FP_CHECKS];
+    bool has_fp[FP_CHECKS];
+    uint64_t total = 0, missing = 0, example = 0;
+    for (size_t s = 0; s < p->nstacks; s++) {
         const struct memprof_pstack *st = &p->stacks[s];
+        total += st->alloc_space;
         const struct memprof_pframe *f = NULL;
         for (uint32_t j = 0; j < st->nframes && !f; j++)
             if (!(p->frames[st->frames[j]].flags & MEMPROF_FRAME_INLINED))
@@ -300,19 +309,34 @@ static void check_frame_pointers(struct memprof_ebpf_trace *t, const struct memp
         if (!f || !f->module || !f->function || f->address < f->load_bias + f->sym_offset)
             continue;
         uint64_t start = f->address - f->load_bias - f->sym_offset;
-        bool dup = false;
-        for (unsigned k = 0; k < t->fp_checked && !dup; k++)
-            dup = seen[k] == (start ^ (uint64_t)(uintptr_t)f->module);
-        /* The call frame information at the call, else the function's first bytes. */
-        int fp = dup ? -1 : memprof__ebpf_dwarf_fp_at(f->module, f->address - f->load_bias - 1);
-        if (!dup && fp < 0)
-            fp = memprof__ebpf_elf_fp_prologue(f->module, start);
-        if (fp < 0)
+        uint64_t key = start ^ (uint64_t)(uintptr_t)f->module;
+        unsigned k = 0;
+        while (k < t->fp_checked && seen[k] != key)
+            k++;
+        if (k == t->fp_checked) {
+            if (k == FP_CHECKS)
+                continue;
+            /* The call frame information at the call, else the function's first bytes. */
+            int fp = memprof__ebpf_dwarf_fp_at(f->module, f->address - f->load_bias - 1);
+            if (fp < 0)
+                fp = memprof__ebpf_elf_fp_prologue(f->module, start);
+            if (fp < 0)
+                continue;
+            seen[k] = key;
+            has_fp[k] = fp;
+            missing_bytes[k] = 0;
+            t->fp_checked++;
+            t->fp_missing += !fp;
+        }
+        if (has_fp[k])
             continue;
-        seen[t->fp_checked++] = start ^ (uint64_t)(uintptr_t)f->module;
-        if (!fp && !t->fp_missing++)
+        missing += st->alloc_space;
+        if ((missing_bytes[k] += st->alloc_space) >= example) {
+            example = missing_bytes[k];
             snprintf(t->fp_example, sizeof t->fp_example, "%s", f->function);
+        }
     }
+    t->fp_missing_share = total ? (double)missing / (double)total : 0;
 }
 
 struct write_job {
@@ -380,13 +404,15 @@ static void notes(const struct memprof_ebpf_trace *t, const struct memprof_ebpf_
                 " frees of samples lost (those stay live)\n",
                 map_full + ring_full, map_full, ring_full, c[MEMPROF_EBPF_STACK_ERRORS],
                 c[MEMPROF_EBPF_FREE_LOST]);
-    if (t->fp_missing)
+    /* A few allocations from code built without them (libc's own, in a static program) leave
+     * the profile's stacks as they are: said when they carry a share of it worth acting on. */
+    if (t->fp_missing && t->fp_missing_share >= FP_NOTE_SHARE)
         fprintf(out,
-                "Frame pointers: %u of the %u functions that called the allocator (%s...) "
-                "set none up: their own frame (each stack's first) is right, the callers above "
-                "them may be missing or wrong. Build with -fno-omit-frame-pointer (C, C++) or "
-                "-C force-frame-pointers=yes (Rust).\n",
-                t->fp_missing, t->fp_checked, t->fp_example);
+                "Frame pointers: %u of the %u functions that called the allocator (%s...), "
+                "with %.0f %% of the sampled bytes, set none up: their own frame (each stack's "
+                "first) is right, the callers above them may be missing or wrong. Build with "
+                "-fno-omit-frame-pointer (C, C++) or -C force-frame-pointers=yes (Rust).\n",
+                t->fp_missing, t->fp_checked, t->fp_example, 100.0 * t->fp_missing_share);
 }
 
 int memprof__ebpf_trace_finish(struct memprof_ebpf_trace *t, const struct memprof_ebpf_output *o)
