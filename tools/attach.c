@@ -571,9 +571,13 @@ static bool wait_for_stop(pid_t pid, unsigned long duration_s)
             return alive(pid);
         if (!alive(pid))
             return false;
+        /* Whole nanoseconds: comparing the seconds and the nanoseconds apart missed the end
+         * whenever the tick's drift carried the nanoseconds past a second, and then waited
+         * minutes for the phase to come round. */
         clock_gettime(CLOCK_MONOTONIC, &now);
-        if (duration_s && (unsigned long)(now.tv_sec - start.tv_sec) >= duration_s &&
-            now.tv_nsec >= start.tv_nsec)
+        long long elapsed_ns =
+            (long long)(now.tv_sec - start.tv_sec) * 1000000000LL + (now.tv_nsec - start.tv_nsec);
+        if (duration_s && elapsed_ns >= (long long)duration_s * 1000000000LL)
             return true;
     }
 }
