@@ -14,11 +14,11 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "api/owner.h"
+#include "common/atomic.h"
 #include "core/capture.h"
 #include "core/engine.h"
 #include "core/platform.h"
-#include "api/owner.h"
-#include "common/atomic.h"
 #include "core/sources.h"
 #include "memprof/runtime.h"
 
