@@ -100,6 +100,13 @@ def live_bytes(summary: str) -> float:
     return float(m.group(1)) * UNITS[m.group(2)]
 
 
+def site_bytes(site: str) -> float:
+    """The estimate a site of a summary list starts with ("  2. 90.6 MiB (95% ...")."""
+    m = re.match(r" *\d+\. ([\d.]+) (B|KiB|MiB|GiB)", site)
+    assert m, site
+    return float(m.group(1)) * UNITS[m.group(2)]
+
+
 def first_sites(summary: str) -> list:
     """The text of each site of the summary's first list (live, or at the peak when nothing
     is live), in order."""
@@ -146,7 +153,9 @@ atexit.register(b.clear)  # the program lets its buffers go at its end
                             timeout=120, check=True).stdout
     live = first_sites(report)
     assert any("small_objects" in t for t in live[:1]), report[:3000]
-    assert not any("buffers" in t for t in live), report[:3000]
+    # What buffers() left: at most its emptied list object, if that happened to be sampled.
+    left = sum(site_bytes(t) for t in live if "buffers" in t)
+    assert left < 1 << 20, report[:3000]
 
 
 @pytest.mark.parametrize("how", ["env", "shebang"])
