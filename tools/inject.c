@@ -125,6 +125,7 @@
 #define SAFE_POINT_PAUSE_US         500
 #define CALL_TIMEOUT_S              60
 #define CALL_TICK_MS                100
+#define CLEANUP_TIMEOUT_S           5 /* the stop of a thread after a failed call */
 
 /* The trampoline (steps 1 to 4 above): its bytes are copied into the target, never run
  * here. It starts with a 16-byte magic by which a later call recognises the page; entry is
@@ -360,6 +361,20 @@ static bool wait_stop(struct inj *in, int *status)
             fail(in, "waiting for thread %d: %s", (int)in->tid, strerror(errno));
             return false;
         }
+    }
+}
+
+/* Waits for the stop a PTRACE_INTERRUPT asked for after a failed call, with no message: true
+ * when stopped; false when the thread exited, is no longer ours, or the time limit passed. */
+static bool wait_interrupted(const struct inj *in, int *status)
+{
+    for (;;) {
+        pid_t r = waitpid(in->tid, status, __WALL);
+        if (r == in->tid)
+            return WIFSTOPPED(*status);
+        if (r < 0 && errno == EINTR && still_traced(in) && now_ns() < in->deadline_ns)
+            continue; /* the tick */
+        return false;
     }
 }
 
@@ -624,6 +639,18 @@ static int borrow(struct inj *in, size_t room, unsigned *attempts)
     return 0;
 }
 
+/* A ptrace request on the borrowed thread failed during the call: with ESRCH the thread is
+ * gone (killed by another thread's exec() between its stop and the request), else "cannot
+ * <what> thread N" and the error. */
+static void call_lost(struct inj *in, const char *what)
+{
+    int e = errno;
+    if (e == ESRCH)
+        thread_gone(in);
+    else
+        fail(in, "cannot %s thread %d: %s", what, (int)in->tid, strerror(e));
+}
+
 /* Runs the trampoline and takes the thread back at the marker. */
 static int run_call(struct inj *in, uintptr_t code, uintptr_t d, uint64_t cookie,
                     struct inject_result *res)
@@ -651,8 +678,10 @@ static int run_call(struct inj *in, uintptr_t code, uintptr_t d, uint64_t cookie
         long resume_sig = 0;
         if (sig == (SIGTRAP | 0x80)) {
             struct user_regs_struct r;
-            if (get_regs(in->tid, &r) < 0)
+            if (get_regs(in->tid, &r) < 0) {
+                call_lost(in, "read the registers of");
                 return -1;
+            }
             if (marker) {
                 /* The marker's exit: the thread is ours to give back, with the mask first
                  * (should this process die before the registers, step 4 restores the same
@@ -680,7 +709,7 @@ static int run_call(struct inj *in, uintptr_t code, uintptr_t d, uint64_t cookie
             resume_sig = sig; /* a fault in the call, or a signal that came before the mask */
         }
         if (ptrace(PTRACE_SYSCALL, in->tid, 0, (void *)resume_sig) < 0) {
-            fail(in, "cannot resume thread %d: %s", (int)in->tid, strerror(errno));
+            call_lost(in, "resume");
             return -1;
         }
     }
@@ -732,6 +761,11 @@ int memprof_inject_call_args(pid_t pid, const char *library, const char *functio
     sigprocmask(SIG_BLOCK, &block, &old);
     struct sigaction sa = {.sa_handler = on_alarm}, old_sa;
     sigaction(SIGALRM, &sa, &old_sa); /* no SA_RESTART: the tick interrupts waitpid */
+    /* The tick, for every wait on a thread from its seizing on: a thread can be gone without
+     * a word to its tracer (an exec() by another thread ends it), which only a look at /proc
+     * tells (wait_stop()); during the call it also enforces the time limit. */
+    struct itimerval tick = {{0, CALL_TICK_MS * 1000}, {0, CALL_TICK_MS * 1000}}, no_tick = {0};
+    setitimer(ITIMER_REAL, &tick, NULL);
 
     char name[64];
     snprintf(name, sizeof name, "/proc/%d/mem", (int)pid);
@@ -849,22 +883,19 @@ int memprof_inject_call_args(pid_t pid, const char *library, const char *functio
         fail(&in, "cannot write the target's stack: %s", strerror(errno));
         goto release;
     }
-    /* A tick interrupts waitpid() to check the time limit and that the thread is still
-     * there. */
     in.deadline_ns = now_ns() + (uint64_t)CALL_TIMEOUT_S * 1000000000u;
-    struct itimerval tick = {{0, CALL_TICK_MS * 1000}, {0, CALL_TICK_MS * 1000}}, no_tick = {0};
-    setitimer(ITIMER_REAL, &tick, NULL);
     int call = run_call(&in, code, d, cookie, res);
-    setitimer(ITIMER_REAL, &no_tick, NULL);
     if (call < 0 && in.returned) {
         ptrace(PTRACE_DETACH, in.tid, 0, 0); /* restored: the call itself failed */
         goto out;
     }
     if (call < 0) {
-        /* The thread runs the trampoline, which finishes and restores itself on its own. */
+        /* The thread runs the trampoline, which finishes and restores itself on its own,
+         * unless it is gone: an exec() by another thread may end it while the interrupt is on
+         * its way, and the stop then never comes. */
         int st = 0;
-        if (ptrace(PTRACE_INTERRUPT, in.tid, 0, 0) == 0 && waitpid(in.tid, &st, __WALL) > 0 &&
-            WIFSTOPPED(st))
+        in.deadline_ns = now_ns() + (uint64_t)CLEANUP_TIMEOUT_S * 1000000000u;
+        if (ptrace(PTRACE_INTERRUPT, in.tid, 0, 0) == 0 && wait_interrupted(&in, &st))
             ptrace(PTRACE_DETACH, in.tid, 0,
                    (void *)(long)(st >> 16 == 0 && WSTOPSIG(st) != (SIGTRAP | 0x80) ? WSTOPSIG(st)
                                                                                     : 0));
@@ -878,6 +909,7 @@ release:
     set_regs(in.tid, &in.saved);
     ptrace(PTRACE_DETACH, in.tid, 0, 0);
 out:
+    setitimer(ITIMER_REAL, &no_tick, NULL);
     for (unsigned i = 0; i < in.nheld; i++)
         kill(pid, in.held_signals[i]);
     if (in.mem >= 0)
