@@ -276,6 +276,22 @@ bool memprof_target_status(pid_t pid, const char *key, char *value, size_t size)
     return found;
 }
 
+/* Waits for the stop of a thread just interrupted, polling for at most 2 s: another
+ * thread's exec() may release it without a word, and a blocking wait would then never end. */
+static bool wait_interrupt_stop(pid_t pid, int *st)
+{
+    for (int i = 0; i < 2000; i++) {
+        pid_t r = waitpid(pid, st, __WALL | WNOHANG);
+        if (r == pid)
+            return true;
+        if (r < 0 && errno != EINTR)
+            return false;
+        usleep(1000);
+    }
+    errno = ETIMEDOUT;
+    return false;
+}
+
 int memprof_target_seccomp(pid_t pid, bool *forbidden)
 {
     char v[32];
@@ -290,7 +306,7 @@ int memprof_target_seccomp(pid_t pid, bool *forbidden)
     if (ptrace(PTRACE_SEIZE, pid, 0, 0) < 0)
         return -1;
     int st = 0, rc = 2, err = 0;
-    if (ptrace(PTRACE_INTERRUPT, pid, 0, 0) < 0 || waitpid(pid, &st, __WALL) != pid ||
+    if (ptrace(PTRACE_INTERRUPT, pid, 0, 0) < 0 || !wait_interrupt_stop(pid, &st) ||
         !WIFSTOPPED(st)) {
         err = errno ? errno : ESRCH;
         rc = -1;
