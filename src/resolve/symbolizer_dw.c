@@ -145,7 +145,7 @@ static const char *symtab_lookup(const char *path, const void *mod, uintptr_t va
     struct func_sym *f = memprof__symtab_find_sym(t, vaddr);
     if (f && !f->name)
         f->name = demangle_spelled(f->system, &f->system);
-    return memprof__symtab_find(t, vaddr, offset, system);
+    return memprof__symtab_answer(f, vaddr, offset, system);
 }
 
 static Dwfl *dwfl;

@@ -54,17 +54,23 @@ static inline struct func_sym *memprof__symtab_find_sym(const struct symtab *t, 
     return vaddr < f->start + f->size ? f : NULL;
 }
 
-/* The function containing vaddr: its name, with its spelling in *system and vaddr's offset
- * in it in *offset; NULL if none. */
-static inline const char *memprof__symtab_find(const struct symtab *t, uintptr_t vaddr,
-                                               uintptr_t *offset, const char **system)
+/* What f (memprof__symtab_find_sym()'s answer for vaddr) says of it: the function's name,
+ * with its spelling in *system and vaddr's offset in it in *offset; NULL if f is. */
+static inline const char *memprof__symtab_answer(const struct func_sym *f, uintptr_t vaddr,
+                                                 uintptr_t *offset, const char **system)
 {
-    const struct func_sym *f = memprof__symtab_find_sym(t, vaddr);
     if (!f)
         return NULL;
     *offset = vaddr - f->start;
     *system = f->system;
     return f->name;
+}
+
+/* The function containing vaddr, as memprof__symtab_answer() gives it. */
+static inline const char *memprof__symtab_find(const struct symtab *t, uintptr_t vaddr,
+                                               uintptr_t *offset, const char **system)
+{
+    return memprof__symtab_answer(memprof__symtab_find_sym(t, vaddr), vaddr, offset, system);
 }
 
 #endif
