@@ -364,20 +364,6 @@ static bool wait_stop(struct inj *in, int *status)
     }
 }
 
-/* Waits for the stop a PTRACE_INTERRUPT asked for after a failed call, with no message: true
- * when stopped; false when the thread exited, is no longer ours, or the time limit passed. */
-static bool wait_interrupted(const struct inj *in, int *status)
-{
-    for (;;) {
-        pid_t r = waitpid(in->tid, status, __WALL);
-        if (r == in->tid)
-            return WIFSTOPPED(*status);
-        if (r < 0 && errno == EINTR && still_traced(in) && now_ns() < in->deadline_ns)
-            continue; /* the tick */
-        return false;
-    }
-}
-
 /* Stops the thread with PTRACE_INTERRUPT and waits for that stop, letting signals that
  * arrive first through. Returns 1 when stopped, 0 if a group stop came instead (the
  * process is being stopped by someone), -1 on error. */
@@ -894,8 +880,8 @@ int memprof_inject_call_args(pid_t pid, const char *library, const char *functio
          * unless it is gone: an exec() by another thread may end it while the interrupt is on
          * its way, and the stop then never comes. */
         int st = 0;
-        in.deadline_ns = now_ns() + (uint64_t)CLEANUP_TIMEOUT_S * 1000000000u;
-        if (ptrace(PTRACE_INTERRUPT, in.tid, 0, 0) == 0 && wait_interrupted(&in, &st))
+        if (ptrace(PTRACE_INTERRUPT, in.tid, 0, 0) == 0 &&
+            memprof_target_wait_stop(in.tid, &st, CLEANUP_TIMEOUT_S * 1000) && WIFSTOPPED(st))
             ptrace(PTRACE_DETACH, in.tid, 0,
                    (void *)(long)(st >> 16 == 0 && WSTOPSIG(st) != (SIGTRAP | 0x80) ? WSTOPSIG(st)
                                                                                     : 0));

@@ -276,11 +276,9 @@ bool memprof_target_status(pid_t pid, const char *key, char *value, size_t size)
     return found;
 }
 
-/* Waits for the stop of a thread just interrupted, polling for at most 2 s: another
- * thread's exec() may release it without a word, and a blocking wait would then never end. */
-static bool wait_interrupt_stop(pid_t pid, int *st)
+bool memprof_target_wait_stop(pid_t pid, int *st, unsigned timeout_ms)
 {
-    for (int i = 0; i < 2000; i++) {
+    for (unsigned i = 0; i < timeout_ms; i++) {
         pid_t r = waitpid(pid, st, __WALL | WNOHANG);
         if (r == pid)
             return true;
@@ -306,7 +304,7 @@ int memprof_target_seccomp(pid_t pid, bool *forbidden)
     if (ptrace(PTRACE_SEIZE, pid, 0, 0) < 0)
         return -1;
     int st = 0, rc = 2, err = 0;
-    if (ptrace(PTRACE_INTERRUPT, pid, 0, 0) < 0 || !wait_interrupt_stop(pid, &st) ||
+    if (ptrace(PTRACE_INTERRUPT, pid, 0, 0) < 0 || !memprof_target_wait_stop(pid, &st, 2000) ||
         !WIFSTOPPED(st)) {
         err = errno ? errno : ESRCH;
         rc = -1;

@@ -53,6 +53,12 @@ uintptr_t memprof_target_symbol(pid_t pid, const char *path, uintptr_t base, con
  * (the file cannot be read, or no segment leaves room). */
 uintptr_t memprof_target_code_slack(pid_t pid, const char *path, uintptr_t base, size_t *len);
 
+/* Waits for the stop of a thread this process traces and has just interrupted
+ * (PTRACE_INTERRUPT), polling every millisecond for at most `timeout_ms`: another thread's
+ * exec() may release it without a word to its tracer, and a blocking waitpid() would then never
+ * end. Returns true with the wait status in *st, else false (errno ETIMEDOUT, or waitpid()'s). */
+bool memprof_target_wait_stop(pid_t pid, int *st, unsigned timeout_ms);
+
 /* The value of `key` ("TracerPid", "State", "Uid") in /proc/PID/status, leading blanks
  * skipped. Returns false if the process or the key does not exist. */
 bool memprof_target_status(pid_t pid, const char *key, char *value, size_t size);
