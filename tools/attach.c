@@ -11,14 +11,15 @@
  * one, a tracer already there (TracerPid), another user, Yama's ptrace_scope, a statically
  * linked or non-glibc program.
  *
- * Which library: if the process has libmemprof.so.1 mapped already (the preload plugin
- * preloaded with MEMPROF_START=0, or an earlier attach), that very file, by the path the
- * process sees (by its soname when it came in as a memory file), so dlopen() returns the
- * loaded library and the process keeps one engine (the plugin's backend is then used instead
- * of the GOT one). Otherwise the library next to this command, found as `memprof run` finds
- * its plugin, if the process sees that very file at the same path; if it does not (a
- * container: another mount namespace with other files), the library and the libraries it
- * needs are handed over as memory files (handover.c).
+ * Which library: if the process has the preload plugin (preloaded with MEMPROF_START=0),
+ * the plugin, which carries the library; else if it has libmemprof.so.1 mapped already (an
+ * earlier attach, or a program that links it), that very file, by the path the process sees
+ * (by its soname when it came in as a memory file), so dlopen() returns the loaded object and
+ * the process keeps one engine (the plugin's backend is then used instead of the GOT one).
+ * Otherwise the library next to this command, found as `memprof run` finds its plugin, if
+ * the process sees that very file at the same path; if it does not (a container: another
+ * mount namespace with other files), the library and the libraries it needs are handed over
+ * as memory files (handover.c).
  *
  * The profile is written by the process, as its user, to the path given (made absolute
  * here), and read back here for the summary. A process in another mount namespace writes it
@@ -49,6 +50,7 @@
 #include "target.h"
 
 #define LIBRARY_NAME       "libmemprof.so.1"
+#define PLUGIN_NAME        "libmemprof-preload.so"
 #define SUMMARY_TOP        5
 #define CAP_SYS_PTRACE_BIT 19
 
@@ -278,17 +280,30 @@ static bool choose_library(pid_t pid, const char *comm, char *out, bool *loaded,
     struct target_map *maps;
     ssize_t n = memprof_target_maps(pid, &maps);
     uintptr_t base;
+    /* The preload plugin carries the library's code and API (src/meson.build): a process
+     * that has it is called there, where its engine is, even when libmemprof.so.1 is also
+     * loaded (a binding's), whose copy is not in use. */
+    const struct target_map *plugin =
+        n > 0 ? memprof_target_object(maps, (size_t)n, PLUGIN_NAME, &base) : NULL;
     const struct target_map *m =
-        n > 0 ? memprof_target_object(maps, (size_t)n, "libmemprof.so", &base) : NULL;
+        plugin  ? plugin
+        : n > 0 ? memprof_target_object(maps, (size_t)n, "libmemprof.so", &base)
+                : NULL;
     *loaded = m != NULL;
     *handover = false;
-    /* One handed over has no path: dlopen() finds it loaded by its soname. */
+    bool gone = m && (strstr(m->path, "/memfd:") || strstr(m->path, " (deleted)"));
+    /* One handed over has no path: dlopen() finds it loaded by its soname. The plugin has no
+     * soname: a plugin file replaced since the process started cannot be named. */
     if (m)
-        snprintf(out, PATH_MAX, "%s",
-                 strstr(m->path, "/memfd:") || strstr(m->path, " (deleted)") ? LIBRARY_NAME
-                                                                             : m->path);
+        snprintf(out, PATH_MAX, "%s", gone && !plugin ? LIBRARY_NAME : m->path);
     if (n > 0)
         free(maps);
+    if (plugin && gone) {
+        memprof_cli_error("process %d (%s) runs the preload plugin from a file replaced or "
+                          "removed since it started (%s); restart it to attach",
+                          (int)pid, comm, out);
+        return false;
+    }
     if (m)
         return true;
     if (!find_own_library(out)) {

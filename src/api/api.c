@@ -129,8 +129,9 @@ int memprof_init(uint64_t sampling_rate)
 }
 
 /* The run-time GOT backend is linked into libmemprof.so only (src/interpose/got.c); the
- * static library the unit tests use has none, and start then reports -ENOTSUP. */
-extern int memprof__got_install(void) __attribute__((weak));
+ * static library the unit tests use and the preload plugin (itself the backend) have none,
+ * and start then reports -ENOTSUP. Hidden: never looked up in another object at load. */
+extern int memprof__got_install(void) __attribute__((weak, visibility("hidden")));
 
 int memprof_start(void)
 {

@@ -1,20 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The engine as interposition backends (src/interpose/) see it: the one engine header a
- * backend includes. The preload plugin is a shared object of its own, so everything here is
- * an interface between two shared objects: calls through the MEMPROF_PRIVATE version node,
- * and one struct read inline on the fast paths (memprof__hot: the sample heap's range, the
- * count of samples outside it and the Bloom filter, read by every free). The API layer
- * (core/engine.h) owns the rest of the engine; backends never touch it.
- *
- * Pairing. The plugin and the library must come from one build: a plugin reading
- * memprof__hot or the thread block (memprof__tls) with another build's layout would corrupt
- * state silently. So the library defines memprof__backend_pair, whose name ends in
- * MEMPROF_BACKEND_TOKEN, a hash of the headers that make up this interface (computed by
- * Meson into config.h), and the plugin holds its address in a constant: the dynamic loader
- * resolves that reference when it loads the plugin, before any hook can run, and
- * refuses a library from a build whose interface differs ("undefined symbol:
- * memprof__backend_pair_..."), instead of letting the two run together.
+ * backend includes: calls, and one struct read inline on the fast paths (memprof__hot: the
+ * sample heap's range, the count of samples outside it and the Bloom filter, read by every
+ * free). The API layer (core/engine.h) owns the rest of the engine; backends never touch it.
+ * Each backend is linked with the engine it drives (the GOT backend into libmemprof.so.1,
+ * the preload plugin built from the library's objects), so both sides of this interface
+ * always come from one build.
  *
  * Backends call, for each allocation of `size` bytes, memprof__sampler_charge(size) (a TLS
  * decrement and branch) and only when it says so the cold path: memprof__sample_begin()
@@ -61,11 +53,6 @@ struct memprof_engine_hot {
     struct memprof_bloom bloom;
 };
 extern MEMPROF_INTERNAL struct memprof_engine_hot memprof__hot;
-
-#define MEMPROF_PAIR_CAT(a, b)  a##b
-#define MEMPROF_PAIR_XCAT(a, b) MEMPROF_PAIR_CAT(a, b)
-#define memprof__backend_pair   MEMPROF_PAIR_XCAT(memprof__backend_pair_, MEMPROF_BACKEND_TOKEN)
-extern MEMPROF_INTERNAL const char memprof__backend_pair[];
 
 /* ---- set-up and services (called by backends outside their hooks) ---------------------- */
 /* A backend announces itself before it feeds the engine (start needs one). */

@@ -30,10 +30,6 @@ struct memprof_engine memprof__engine;
 /* Aligned: a cache line of its own, shared by every free and rarely written. */
 struct memprof_engine_hot memprof__hot __attribute__((aligned(64)));
 #define H memprof__hot
-/* The plugin's load fails unless it finds this (backend.h, Pairing). */
-#define TOKEN_STR(t)  #t
-#define TOKEN_XSTR(t) TOKEN_STR(t)
-const char memprof__backend_pair[] = "memprof backend interface " TOKEN_XSTR(MEMPROF_BACKEND_TOKEN);
 
 /* ---- per-sample weights ------------------------------------------------------------------- */
 

@@ -207,11 +207,6 @@ static bool retarget_libc(void)
     return memprof__preload_retarget_libc(targets, MEMPROF_ARRAY_SIZE(targets));
 }
 
-/* A data relocation against the library's pairing symbol, resolved when the loader maps the
- * plugin: a libmemprof.so.1 of another build (another interface) is refused there, before any
- * hook runs (backend.h, Pairing). */
-__attribute__((used)) static const char *const paired_with = memprof__backend_pair;
-
 __attribute__((constructor(101))) static void preload_init(void)
 {
     resolve_real();

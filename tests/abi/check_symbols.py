@@ -11,9 +11,14 @@ libmemprof.so.1 must export exactly what src/libmemprof.map lists:
   * the public names equal the functions the installed headers declare with MEMPROF_API;
   * a node already in the ABI baseline (abi/libmemprof.abi.xml) is frozen: the set of its
     symbols equals the baseline's. New functions go into a new node (abi/README.md).
-libmemprof-preload.so must export the allocator entry points of its version script,
-mlockall (which must not fault in the profiler's tables: src/interpose/preload_resources.c),
-prctl and syscall (seccomp filters: src/interpose/preload_sandbox.c), and nothing else.
+libmemprof-preload.so, which carries the library (src/preload.map.in), must export:
+  * at the base version (no version: so they interpose glibc's), allocator entry points,
+    mlockall (which must not fault in the profiler's tables:
+    src/interpose/preload_resources.c), prctl and syscall (seccomp filters:
+    src/interpose/preload_sandbox.c), unshare and setns, and malloc, free, calloc, realloc
+    among them;
+  * every public symbol of libmemprof.so.1 at the same version, and no other versioned
+    symbol but the MEMPROF_PRIVATE entry points its version script lists.
 
 Reads the dynamic symbol table with readelf (binutils). Exit status: 0 pass, 1 fail,
 77 skip (no readelf).
@@ -190,22 +195,36 @@ def check_library(args):
 
 def check_preload(args):
     exported = dynamic_symbols(args.preload)
+    library = dynamic_symbols(args.lib)
     print(f"{args.preload}: {len(exported)} exported symbols")
-    listed = set()
-    for _, globs, _ in parse_version_script(args.preload_map):
-        listed.update(globs)
-    for sym in sorted(exported):
-        if sym not in ALLOCATOR_ENTRY_POINTS | MEMORY_CALLS | THREAD_CALLS:
-            fail(f"the preload plugin exports {sym}, which is not an allocator entry point "
-                 "or a call about the process's memory")
-        elif sym not in listed:
-            fail(f"the preload plugin exports {sym}, which its version script does not list")
-    for sym in sorted(listed):
-        if any(c in sym for c in "*?[") or sym not in exported:
-            fail(f"the preload plugin's version script lists {sym!r} but it is not exported")
+    private = set()
+    for name, globs, _ in parse_version_script(args.preload_map):
+        if name == PRIVATE_NODE:
+            private.update(globs)
+    for sym, version in sorted(exported.items(), key=lambda kv: kv[0]):
+        if version is None:
+            # The interposed calls keep the base version: a versioned malloc would not
+            # interpose the program's malloc@GLIBC_2.2.5.
+            if sym not in ALLOCATOR_ENTRY_POINTS | MEMORY_CALLS | THREAD_CALLS:
+                fail(f"the preload plugin exports {sym}, which is not an allocator entry point, "
+                     "a call about the process's memory nor part of the library's API")
+        elif version == PRIVATE_NODE:
+            if sym not in private:
+                fail(f"the preload plugin exports {sym}@{version}, which its version script "
+                     "does not list")
+        elif library.get(sym) != version:
+            fail(f"the preload plugin exports {sym}@{version}, which libmemprof.so.1 does not "
+                 "(the plugin carries the library's API at the same versions, no more)")
+    for sym, version in sorted(library.items()):
+        if version != PRIVATE_NODE and exported.get(sym) != version:
+            fail(f"the preload plugin does not export {sym}@{version}: a program or binding "
+                 "that links libmemprof.so.1 would call another copy of the engine under it")
+    for sym in sorted(private):
+        if exported.get(sym) != PRIVATE_NODE:
+            fail(f"the preload plugin's version script lists {sym} but it is not exported")
     for sym in ("malloc", "free", "calloc", "realloc"):
-        if sym not in exported:
-            fail(f"the preload plugin does not export {sym}")
+        if sym not in exported or exported[sym] is not None:
+            fail(f"the preload plugin does not export {sym} at the base version")
 
 
 def main():

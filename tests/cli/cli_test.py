@@ -418,8 +418,8 @@ def t_relocated(tmp):
     plugin = os.path.normpath(os.path.join(bindir, ARGS.plugin_from_bindir))
     os.makedirs(os.path.dirname(plugin))
     shutil.copy2(ARGS.plugin, plugin)
-    # The copied plugin needs libmemprof.so.1 from the same build.
-    env = clean_env({"LD_LIBRARY_PATH": ARGS.libdir})
+    # The copied plugin carries the library: it needs nothing beside it, nor a library path.
+    env = {k: v for k, v in clean_env().items() if k != "LD_LIBRARY_PATH"}
     work = os.path.join(tmp, "work")
     os.mkdir(work)
     p = subprocess.run([cmd, "run", "-q", "--", "sh", "-c",

@@ -45,6 +45,9 @@
  *                           at the call, not again at exit.
  *   exit-profile-needs-an-output  without MEMPROF_OUTPUT the plugin writes no exit-time
  *                           profile: memprof_write_exit_profile() returns -ENOTSUP.
+ *   one-engine              the program's API calls go to the plugin's copy of the library,
+ *                           a dlopen("libmemprof.so.1") returns the plugin (its soname), and
+ *                           no file libmemprof.so.1 is mapped: one engine in the process.
  *
  * Every mode first checks that malloc really is the plugin's (dladdr on the malloc the
  * program calls), so a test cannot pass by running without the profiler.
@@ -519,6 +522,36 @@ static int exit_profile_needs_an_output(void)
     return 0;
 }
 
+/* Whether the object at `addr` is the plugin's file (realpath: a link may name it). */
+static int in_plugin(const void *addr)
+{
+    Dl_info info;
+    if (!dladdr(addr, &info) || !info.dli_fname)
+        return 0;
+    char *path = realpath(info.dli_fname, NULL);
+    int yes = path && strstr(path, "libmemprof-preload") != NULL;
+    free(path);
+    return yes;
+}
+
+static int one_engine(void)
+{
+    int (*volatile get_stats)(memprof_stats *) = memprof_get_stats;
+    CHECK(in_plugin((const void *)get_stats),
+          "the program's memprof_get_stats is not the plugin's");
+    void *h = dlopen("libmemprof.so.1", RTLD_NOW);
+    CHECK(h != NULL, "dlopen(libmemprof.so.1): %s", dlerror());
+    CHECK(dlsym(h, "memprof_get_stats") == (void *)get_stats,
+          "dlopen(\"libmemprof.so.1\") found another copy of memprof_get_stats");
+    FILE *maps = fopen("/proc/self/maps", "r");
+    CHECK(maps != NULL, "/proc/self/maps: %s", strerror(errno));
+    char line[4096];
+    while (fgets(line, sizeof line, maps))
+        CHECK(!strstr(line, "/libmemprof.so.1"), "a second library is mapped: %s", line);
+    fclose(maps);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -553,6 +586,8 @@ int main(int argc, char **argv)
         return exit_profile_written_early();
     if (!strcmp(mode, "exit-profile-needs-an-output"))
         return exit_profile_needs_an_output();
+    if (!strcmp(mode, "one-engine"))
+        return one_engine();
     fprintf(stderr, "unknown mode %s\n", mode);
     return 2;
 }

@@ -46,8 +46,12 @@ static inline int limits_preloaded(void)
 {
     void *(*volatile m)(size_t) = malloc;
     Dl_info info;
-    return dladdr((void *)m, &info) && info.dli_fname &&
-           strstr(info.dli_fname, "libmemprof-preload") != NULL;
+    /* The file, also when loaded through a link (secure.c's); into a buffer, not allocated:
+     * a thread's first allocation before the program's memprof_init() would draw its first
+     * sampling countdown at the plugin's default rate. */
+    char path[4096]; /* PATH_MAX, which this header's name keeps <limits.h> from giving */
+    return dladdr((void *)m, &info) && info.dli_fname && realpath(info.dli_fname, path) &&
+           strstr(path, "libmemprof-preload") != NULL;
 }
 
 /* Checks that the program runs under `backend` ("preload": the plugin, idle or started;

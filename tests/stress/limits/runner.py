@@ -266,8 +266,11 @@ def cmd_setuid(a):
             os.mkdir(out)
             os.chmod(out, 0o777)
             outs[name] = out
-        env = lambda name: clean_env(dict(MEMPROF_OUTPUT=os.path.join(outs[name], "prof.txt"),
-                                          **env_pairs(a.env)))
+        # Without LD_LIBRARY_PATH, which the set-uid run ignores: both find the plugin through
+        # the program's run path.
+        env = lambda name: {k: v for k, v in clean_env(dict(
+            MEMPROF_OUTPUT=os.path.join(outs[name], "prof.txt"), **env_pairs(a.env))).items()
+            if k != "LD_LIBRARY_PATH"}
         p = run(prefix + [plain], env("plain"), cwd=tmp)
         if p.returncode != 0:
             raise Skip("user nobody cannot run the test program from this build tree")
