@@ -43,7 +43,7 @@ MEMPROF_INTERNAL void memprof__pf_no_huge_pages(void *p, size_t size);
  * libraries, thread stacks and mmap()ed blocks, which the kernel stacks downwards from near
  * the top, and above any brk heap. Nothing is reserved: the caller maps the parts it uses
  * with memprof__pf_map_at() and gives them back with memprof__pf_unmap_at(). 0 if no such
- * window is free. Reads /proc/self/maps.
+ * window is free. Probes the place with a mapping given back at once.
  * Under ThreadSanitizer, application memory must lie where the sanitizer says (it kills a
  * process that maps anything elsewhere): there the window is an inaccessible reservation the
  * kernel places (MEMPROF_WINDOW_RESERVED), which RLIMIT_AS counts, and its parts are made

@@ -60,8 +60,8 @@ void *memprof__pf_map(size_t size)
      * the sample heap are mapped as glibc's would be (memprof__pf_map_at()). */
     int saved = errno;
     if (memprof_atomic_load_seqcst(&future_locks) == FUTURE_LOCKS_NONE) {
-        void *q = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                       -1, 0);
+        void *q = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         errno = saved;
         return q == MAP_FAILED ? NULL : q;
     }
@@ -293,6 +293,31 @@ static bool window_cb(void *arg, uintptr_t lo, uintptr_t hi)
     return c->taken || lo >= c->hi;
 }
 
+/* Whether nothing is mapped in [lo, lo + size): an inaccessible mapping placed there with
+ * MAP_FIXED_NOREPLACE, which fails with EEXIST on any overlap, and given back at once. A
+ * few microseconds; reading /proc/self/maps cost every process ~20-30 us at start (the
+ * kernel opening the file and formatting its lines), and is what is done when the probe
+ * cannot tell: under an address-space limit (RLIMIT_AS counts even this mapping: ENOMEM).
+ * A kernel before 4.17 takes the address as a hint only and maps elsewhere when it is
+ * taken, which the comparison sees. */
+static bool window_free(uintptr_t lo, size_t size)
+{
+    int saved = errno;
+    void *p = mmap((void *)lo, size, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    bool taken = p == MAP_FAILED && errno == EEXIST;
+    errno = saved;
+    if (p != MAP_FAILED) {
+        munmap(p, size);
+        return (uintptr_t)p == lo;
+    }
+    if (taken)
+        return false;
+    struct window_ctx c = {.lo = lo, .hi = lo + size};
+    for_each_mapping(window_cb, &c);
+    return !c.taken;
+}
+
 uintptr_t memprof__pf_window(size_t size, size_t align)
 {
     if (MEMPROF_WINDOW_RESERVED) {
@@ -317,13 +342,9 @@ uintptr_t memprof__pf_window(size_t size, size_t align)
         return 0;
     uintptr_t slots = (hi - lo - size) / align;
     for (int attempt = 0; attempt < 8; attempt++) {
-        struct window_ctx c;
-        c.lo = lo + (uintptr_t)(memprof__pf_random() % slots) * align;
-        c.hi = c.lo + size;
-        c.taken = false;
-        for_each_mapping(window_cb, &c);
-        if (!c.taken)
-            return c.lo;
+        uintptr_t at = lo + (uintptr_t)(memprof__pf_random() % slots) * align;
+        if (window_free(at, size))
+            return at;
     }
     return 0;
 }

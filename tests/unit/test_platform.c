@@ -4,9 +4,10 @@
  * memprof__pf_mapping_of()), which bounds frame-pointer walks: it names the mapping that
  * holds an address -- a thread's stack, the main stack, a mapping of the test's own, also
  * one whose line in /proc/self/maps is longer than the reader's buffer -- and nothing for
- * an address no mapping holds. And the profiler's own mappings (memprof__pf_map()) are neither
- * faulted in nor locked whole once the program asked mlockall(MCL_FUTURE) for every later
- * mapping: they are locked as they are touched.
+ * an address no mapping holds. The sample heap's window (memprof__pf_window()) is a place
+ * where nothing is mapped, and none is given where everything is. And the profiler's own mappings
+ * (memprof__pf_map()) are neither faulted in nor locked whole once the program asked
+ * mlockall(MCL_FUTURE) for every later mapping: they are locked as they are touched.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -72,6 +73,49 @@ static void test_a_mapping_is_found_exactly_and_a_hole_is_not(void)
     EXPECT(!memprof__pf_mapping_of((uintptr_t)p + page + 8, &lo, &hi));
     munmap(p, page);
     munmap(p + 2 * page, page);
+}
+
+/* The sample heap's window (memprof__pf_window()) lies between an eighth and a quarter of
+ * the address space; its end is the power of two above the stack. */
+static void window_region(uintptr_t *lo, uintptr_t *hi)
+{
+    int local;
+    uintptr_t top = (uintptr_t)1 << (64 - __builtin_clzll((unsigned long long)(uintptr_t)&local));
+    *lo = top / 8;
+    *hi = top / 4;
+}
+
+static void test_a_window_is_given_where_nothing_is_mapped(void)
+{
+    size_t size = (size_t)1 << 30;
+    uintptr_t w = memprof__pf_window(size, size);
+    CHECK(w != 0);
+    EXPECT_EQ_U(w % size, 0);
+    uintptr_t lo, hi;
+    window_region(&lo, &hi);
+    EXPECT(w >= lo && w + size <= hi);
+    /* Nothing is left mapped there, and nothing was: the whole window can be taken. */
+    void *p = mmap((void *)w, size, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    EXPECT(p == (void *)w);
+    if (p != MAP_FAILED)
+        munmap(p, size);
+}
+
+static void test_no_window_is_given_where_everything_is_mapped(void)
+{
+    uintptr_t lo, hi;
+    window_region(&lo, &hi);
+    void *all = mmap((void *)lo, hi - lo, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (all != (void *)lo) { /* a sanitizer's shadow memory or an old kernel: nothing to prove */
+        if (all != MAP_FAILED)
+            munmap(all, hi - lo);
+        printf("  (the window's region is not free in this process; skipped)\n");
+        return;
+    }
+    EXPECT_EQ_U(memprof__pf_window((size_t)1 << 30, (size_t)1 << 30), 0);
+    munmap(all, hi - lo);
 }
 
 static void test_a_mapping_with_a_path_longer_than_the_buffer_is_found(void)
@@ -172,6 +216,8 @@ int main(int argc, char **argv)
         TEST_CASE(test_the_main_stack_holds_a_local_variable),
         TEST_CASE(test_a_threads_stack_holds_its_local_variable_and_not_the_main_stack),
         TEST_CASE(test_a_mapping_is_found_exactly_and_a_hole_is_not),
+        TEST_CASE(test_a_window_is_given_where_nothing_is_mapped),
+        TEST_CASE(test_no_window_is_given_where_everything_is_mapped),
         TEST_CASE(test_a_mapping_with_a_path_longer_than_the_buffer_is_found),
         TEST_CASE(test_the_profilers_mappings_are_locked_as_touched_under_mcl_future),
     };
