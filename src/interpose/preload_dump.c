@@ -349,13 +349,12 @@ static char thread_state(long tid)
     return end && end[1] == ' ' && end[2] ? end[2] : '?';
 }
 
-/* Waits for the writer `t` (kernel id `tid`) to post exit_done, for as long as it makes
- * progress: gives up when for EXIT_STALL_S seconds it has used no processor time and slept
- * in a wait it can be woken from, which is what a writer waiting for a lock the exiting
- * thread holds does for ever. A writer that waits for the disk ('D': reading debug
- * information, writing under memory pressure) or for a processor ('R') is waited for. Without
- * its clock, waits as before. */
-static bool wait_for_exit_profile(pthread_t t, long tid)
+/* Waits for the writer `t` to post exit_done, for as long as it makes progress: gives up when for
+ * EXIT_STALL_S seconds it has used no processor time and slept in a wait it can be woken from,
+ * which is what a writer waiting for a lock the exiting thread holds does for ever. A writer that
+ * waits for the disk ('D': reading debug information, writing under memory pressure) or for a
+ * processor ('R') is waited for. Without its clock, waits as before. */
+static bool wait_for_exit_profile(pthread_t t)
 {
     clockid_t cpu;
     bool clocked = pthread_getcpuclockid(t, &cpu) == 0;
@@ -373,8 +372,11 @@ static bool wait_for_exit_profile(pthread_t t, long tid)
         if (errno == EINTR || !clocked || clock_gettime(cpu, &c) != 0)
             continue;
         clock_gettime(CLOCK_MONOTONIC, &now);
-        /* Less than 50 us of processor time since the last look counts as none. */
-        char state = thread_state(tid);
+        /* Less than 50 us of processor time since the last look counts as none. Its kernel
+         * id, once it has stored it (first thing it does): looked up here, not waited for
+         * before, which slept 1 ms in every process writing a profile. */
+        long tid = memprof_atomic_load_seqcst(&writer_tid);
+        char state = tid ? thread_state(tid) : 'R';
         if (used < 0 || ns_of(&c) - used >= 50 * 1000 || (state != 'S' && state != '?')) {
             used = ns_of(&c);
             still_since = ns_of(&now);
@@ -403,13 +405,7 @@ static bool exit_profile_on_writer(void)
         return false;
     memprof_atomic_store_seqcst(&exit_requested, 1);
     sem_post(&wakeup);
-    /* The writer's kernel id, once it has stored it (it does so first thing). */
-    long tid = 0;
-    for (int i = 0; i < 1000 && !(tid = memprof_atomic_load_seqcst(&writer_tid)); i++) {
-        struct timespec tick = {0, 1000 * 1000};
-        nanosleep(&tick, NULL);
-    }
-    if (!wait_for_exit_profile(t, tid)) {
+    if (!wait_for_exit_profile(t)) {
         memprof_atomic_store_seqcst(&exit_rc, -ETIMEDOUT);
         count_failure();
         if (!reported++)
