@@ -23,7 +23,34 @@
 
 #include "resolve/debugfind.h"
 #if HAVE_DEBUGINFOD
+#include <dlfcn.h>
 #include <elfutils/debuginfod.h>
+
+/* libdebuginfod, opened when a client is first wanted: linked, it brought libcurl, GnuTLS,
+ * Kerberos and LDAP with it, ~30 libraries and ~10 ms of loading into every run of the
+ * command, which asks a server only when DEBUGINFOD_URLS names one. */
+static struct {
+    debuginfod_client *(*begin)(void);
+    void (*end)(debuginfod_client *);
+    int (*find_debuginfo)(debuginfod_client *, const unsigned char *, int, char **);
+    int (*find_executable)(debuginfod_client *, const unsigned char *, int, char **);
+} dfd;
+
+static bool load_debuginfod(void)
+{
+    static int loaded; /* 0 not tried, 1 loaded, -1 not available */
+    if (!loaded) {
+        void *h = dlopen("libdebuginfod.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (h) {
+            *(void **)&dfd.begin = dlsym(h, "debuginfod_begin");
+            *(void **)&dfd.end = dlsym(h, "debuginfod_end");
+            *(void **)&dfd.find_debuginfo = dlsym(h, "debuginfod_find_debuginfo");
+            *(void **)&dfd.find_executable = dlsym(h, "debuginfod_find_executable");
+        }
+        loaded = dfd.begin && dfd.end && dfd.find_debuginfo && dfd.find_executable ? 1 : -1;
+    }
+    return loaded > 0;
+}
 #endif
 
 struct module {
@@ -73,7 +100,7 @@ void memprof__offline_free(struct memprof_offline *o)
     }
 #if HAVE_DEBUGINFOD
     if (o->client)
-        debuginfod_end(o->client);
+        dfd.end(o->client);
 #endif
     free(o);
 }
@@ -92,14 +119,15 @@ static size_t unhex(const char *hex, unsigned char *out, size_t max)
 }
 
 #if HAVE_DEBUGINFOD
-/* The debuginfod client, made once when enabled and DEBUGINFOD_URLS names a server. */
+/* The debuginfod client, made once when enabled and DEBUGINFOD_URLS names a server (and
+ * libdebuginfod can be loaded). */
 static debuginfod_client *client(struct memprof_offline *o)
 {
     if (!o->client_tried) {
         o->client_tried = true;
         const char *urls = getenv("DEBUGINFOD_URLS");
-        if (o->c.debuginfod && urls && *urls)
-            o->client = debuginfod_begin();
+        if (o->c.debuginfod && urls && *urls && load_debuginfod())
+            o->client = dfd.begin();
     }
     return o->client;
 }
@@ -121,7 +149,7 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
     int len = dwfl_module_build_id(mod, &bits, &vaddr);
     if (fd < 0 && len > 0 && !(debuglink && strchr(debuglink, '/')) && client(o)) {
         char *path = NULL;
-        fd = debuginfod_find_debuginfo(client(o), bits, len, &path);
+        fd = dfd.find_debuginfo(client(o), bits, len, &path);
         if (fd >= 0)
             *debuginfo_file_name = path;
         else
@@ -177,8 +205,8 @@ static char *find_elf(struct memprof_offline *o, const char *path, const unsigne
 #if HAVE_DEBUGINFOD
         if (client(o)) {
             char *got = NULL;
-            int fd = s == 0 ? debuginfod_find_executable(client(o), bits, (int)len, &got)
-                            : debuginfod_find_debuginfo(client(o), bits, (int)len, &got);
+            int fd = s == 0 ? dfd.find_executable(client(o), bits, (int)len, &got)
+                            : dfd.find_debuginfo(client(o), bits, (int)len, &got);
             if (fd >= 0) {
                 close(fd);
                 return got;
