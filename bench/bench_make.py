@@ -12,7 +12,12 @@ each configuration's median wall and CPU time (user + system of everything it wa
 which other work on a shared machine disturbs less than wall time) and the ratio of the
 medians, plus the median of the per-round ratios; and how many profile files a run left.
 
-Usage: bench_make.py --build-dir DIR [--rounds N] [--files N] [--jobs N]
+With --compare-build-dir OTHER, a third configuration runs OTHER's command the same way in
+the same rounds (before and after a change, measured under the same load), and the ratios
+are given for it too.
+
+Usage: bench_make.py --build-dir DIR [--compare-build-dir OTHER] [--rounds N] [--files N]
+                     [--jobs N]
 Prints Markdown on stdout, progress on stderr. A benchmark: it asserts nothing.
 """
 
@@ -206,10 +211,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--files", type=int, default=48)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--compare-build-dir")
     args = ap.parse_args()
-    command = os.path.join(os.path.abspath(args.build_dir), "tools", "memprof")
-    if not os.path.exists(command):
-        sys.exit(f"bench_make: {command} is not built")
+    commands = [os.path.join(os.path.abspath(d), "tools", "memprof")
+                for d in [args.build_dir] + ([args.compare_build_dir] if args.compare_build_dir
+                                             else [])]
+    for command in commands:
+        if not os.path.exists(command):
+            sys.exit(f"bench_make: {command} is not built")
     if not shutil.which("make"):
         sys.exit("bench_make: make is not installed")
 
@@ -221,11 +230,10 @@ def main():
         env = {k: v for k, v in os.environ.items()
                if not k.startswith("MEMPROF_") and k != "LD_PRELOAD"}
         make = ["make", f"-j{args.jobs}", "-s"]
-        configs = [
-            ("make", make),
-            ("memprof run -- make", [command, "run", "-q", "-o",
-                                     os.path.join(outdir, "make.pb.gz"), "--"] + make),
-        ]
+        configs = [("make", make)] + [
+            ("memprof run -- make" + (f" ({os.path.dirname(os.path.dirname(c))})" if i else ""),
+             [c, "run", "-q", "-o", os.path.join(outdir, "make.pb.gz"), "--"] + make)
+            for i, c in enumerate(commands)]
         walls = {name: [] for name, _ in configs}
         cpus = {name: [] for name, _ in configs}
         files = []
@@ -243,9 +251,9 @@ def main():
                 for f in left:
                     os.unlink(os.path.join(outdir, f))
 
-        base, prof = configs[0][0], configs[1][0]
+        base = configs[0][0]
         print(f"A generated C project ({args.files + 1} source files) built from clean with "
-              f"`make -j{args.jobs}`, medians of {args.rounds} rounds, the two configurations "
+              f"`make -j{args.jobs}`, medians of {args.rounds} rounds, the configurations "
               "alternated (order rotated each round). CPU: user + system of everything the "
               "build waited for.")
         print()
@@ -254,14 +262,17 @@ def main():
         for name, _ in configs:
             print(f"| {name} | {statistics.median(walls[name]):.3f} | "
                   f"{statistics.median(cpus[name]):.3f} |")
+        for prof, _ in configs[1:]:
+            print()
+            wr = [p / b for p, b in zip(walls[prof], walls[base])]
+            cr = [p / b for p, b in zip(cpus[prof], cpus[base])]
+            print(f"{prof}: ratio of the medians: wall "
+                  f"{statistics.median(walls[prof]) / statistics.median(walls[base]):.3f}, "
+                  f"CPU {statistics.median(cpus[prof]) / statistics.median(cpus[base]):.3f}; "
+                  f"median of the per-round ratios: wall {statistics.median(wr):.3f}, "
+                  f"CPU {statistics.median(cr):.3f}.")
         print()
-        wr = [p / b for p, b in zip(walls[prof], walls[base])]
-        cr = [p / b for p, b in zip(cpus[prof], cpus[base])]
-        print(f"Ratio of the medians: wall {statistics.median(walls[prof]) / statistics.median(walls[base]):.3f}, "
-              f"CPU {statistics.median(cpus[prof]) / statistics.median(cpus[base]):.3f}; "
-              f"median of the per-round ratios: wall {statistics.median(wr):.3f}, "
-              f"CPU {statistics.median(cr):.3f}. Profile files per run: "
-              f"{statistics.median(files):.0f}.")
+        print(f"Profile files per run: {statistics.median(files):.0f}.")
 
 
 if __name__ == "__main__":
