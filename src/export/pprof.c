@@ -765,6 +765,9 @@ static void encode_extension(struct writer *w)
     memprof__pb_end(&w->out, m);
 }
 
+/* A raw profile's message up to this size is written uncompressed (in a gzip member). */
+#define RAW_STORED_MAX ((size_t)256 << 10)
+
 /* Deflates the message to `out` with a gzip header, at zlib's `level`. */
 static int gzip_to(const struct memprof_pb_buf *msg, FILE *out, int level)
 {
@@ -956,10 +959,15 @@ int memprof__export_pprof(const struct memprof_profile *p, FILE *out)
     if (w.out.oom)
         goto done;
     /* A raw profile is what memprof run's processes write for the command to name and
-     * rewrite after the exit: the fastest level, in every process of a build (zlib's default
-     * level took ~1.3 % of `memprof run -- make`'s CPU, doc/performance.md, Start-up). */
-    rc = gzip_to(&w.out, out,
-                 memprof__profile_unsymbolized(p) ? Z_BEST_SPEED : Z_DEFAULT_COMPRESSION);
+     * rewrite after the exit, in every process of a build: most are a few KiB (a cc1 of
+     * `bench_make.py`'s build: 8 KiB), which are stored, without loading zlib or setting up
+     * its state; larger ones at the fastest level (zlib's default level took ~1.3 % of
+     * `memprof run -- make`'s CPU, doc/performance.md, Start-up). */
+    if (memprof__profile_unsymbolized(p) && w.out.len <= RAW_STORED_MAX)
+        rc = memprof__gzip_stored(w.out.data, w.out.len, out);
+    else
+        rc = gzip_to(&w.out, out,
+                     memprof__profile_unsymbolized(p) ? Z_BEST_SPEED : Z_DEFAULT_COMPRESSION);
 done:
     writer_free(&w);
     return rc;

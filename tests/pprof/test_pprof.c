@@ -859,11 +859,58 @@ static void test_concatenated_gzip(void)
     free(gz);
 }
 
+/* Whether the gzip member's first deflate block is a stored one (BTYPE 00). */
+static bool first_block_stored(const unsigned char *gz, size_t len)
+{
+    /* The writers' members have no optional header fields: 10 bytes of header. */
+    return len > 11 && gz[3] == 0 && (gz[10] & 6) == 0;
+}
+
+/* A raw profile (addresses only) of a few KiB, what memprof run's processes write, is stored
+ * without compression (no zlib loaded in every process of a build); a named one is
+ * compressed. Both read back the same. */
+static void test_small_raw_profiles_are_stored(void)
+{
+    const struct memprof_profile *rich = fixture_rich();
+    struct memprof_profile raw = *rich;
+    struct memprof_pframe *frames = malloc(rich->nframes * sizeof *frames);
+    CHECK(frames != NULL);
+    if (!frames)
+        return;
+    memcpy(frames, rich->frames, rich->nframes * sizeof *frames);
+    for (size_t i = 0; i < rich->nframes; i++)
+        if (frames[i].module && frames[i].address)
+            frames[i].function = NULL, frames[i].file = NULL, frames[i].line = 0;
+    raw.frames = frames;
+    CHECK(memprof__profile_unsymbolized(&raw));
+    CHECK(!memprof__profile_unsymbolized(rich));
+
+    unsigned char *gz = NULL;
+    size_t len = 0, msglen = 0;
+    CHECK(fixture_write(&raw, &gz, &len) == 0);
+    CHECK(first_block_stored(gz, len));
+    unsigned char *msg = gz ? gunzip_buf(gz, len, &msglen) : NULL;
+    CHECK(msg != NULL && len > msglen); /* stored: the message and the framing */
+    free(msg);
+    char err[256];
+    struct memprof_profile *back = NULL;
+    CHECK(gz && memprof__pprof_read(gz, len, &back, err, sizeof err) == 0);
+    CHECK(back && back->nframes == raw.nframes && back->nstacks == raw.nstacks);
+    memprof__profile_free(back);
+    free(gz);
+
+    CHECK(fixture_write(rich, &gz, &len) == 0);
+    CHECK(!first_block_stored(gz, len));
+    free(gz);
+    free(frames);
+}
+
 int main(void)
 {
     test_varints();
     test_messages();
     test_round_trip("rich", fixture_rich());
+    test_small_raw_profiles_are_stored();
     test_views_round_trip();
     test_totals_come_from_the_samples();
     test_reader_sorts();
