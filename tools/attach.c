@@ -280,9 +280,9 @@ static bool choose_library(pid_t pid, const char *comm, char *out, bool *loaded,
     struct target_map *maps;
     ssize_t n = memprof_target_maps(pid, &maps);
     uintptr_t base;
-    /* The preload plugin carries the library's code and API (src/meson.build): a process
-     * that has it is called there, where its engine is, even when libmemprof.so.1 is also
-     * loaded (a binding's), whose copy is not in use. */
+    /* The preload plugin carries the library's code, API and soname (src/meson.build): a
+     * process that has it is called there, where its engine is (a binding there got the
+     * plugin for libmemprof.so.1). */
     const struct target_map *plugin =
         n > 0 ? memprof_target_object(maps, (size_t)n, PLUGIN_NAME, &base) : NULL;
     const struct target_map *m =
@@ -291,19 +291,14 @@ static bool choose_library(pid_t pid, const char *comm, char *out, bool *loaded,
                 : NULL;
     *loaded = m != NULL;
     *handover = false;
-    bool gone = m && (strstr(m->path, "/memfd:") || strstr(m->path, " (deleted)"));
-    /* One handed over has no path: dlopen() finds it loaded by its soname. The plugin has no
-     * soname: a plugin file replaced since the process started cannot be named. */
+    /* One handed over, or a file replaced since, has no path to name it by: dlopen() finds
+     * it loaded by its soname, the plugin's too. */
     if (m)
-        snprintf(out, PATH_MAX, "%s", gone && !plugin ? LIBRARY_NAME : m->path);
+        snprintf(out, PATH_MAX, "%s",
+                 strstr(m->path, "/memfd:") || strstr(m->path, " (deleted)") ? LIBRARY_NAME
+                                                                             : m->path);
     if (n > 0)
         free(maps);
-    if (plugin && gone) {
-        memprof_cli_error("process %d (%s) runs the preload plugin from a file replaced or "
-                          "removed since it started (%s); restart it to attach",
-                          (int)pid, comm, out);
-        return false;
-    }
     if (m)
         return true;
     if (!find_own_library(out)) {
