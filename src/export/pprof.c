@@ -963,11 +963,11 @@ int memprof__export_pprof(const struct memprof_profile *p, FILE *out)
      * `bench_make.py`'s build: 8 KiB), which are stored, without loading zlib or setting up
      * its state; larger ones at the fastest level (zlib's default level took ~1.3 % of
      * `memprof run -- make`'s CPU, doc/performance.md, Start-up). */
-    if (memprof__profile_unsymbolized(p) && w.out.len <= RAW_STORED_MAX)
+    bool raw = memprof__profile_unsymbolized(p);
+    if (raw && w.out.len <= RAW_STORED_MAX)
         rc = memprof__gzip_stored(w.out.data, w.out.len, out);
     else
-        rc = gzip_to(&w.out, out,
-                     memprof__profile_unsymbolized(p) ? Z_BEST_SPEED : Z_DEFAULT_COMPRESSION);
+        rc = gzip_to(&w.out, out, raw ? Z_BEST_SPEED : Z_DEFAULT_COMPRESSION);
 done:
     writer_free(&w);
     return rc;
