@@ -569,7 +569,9 @@ typedef struct memprof_stats {
     uint64_t estimated_live_bytes;  /**< Estimated live heap bytes (unbiased weights). */
     uint64_t heap_map_capacity;     /**< Maximum live samples the heap map can hold. */
     uint64_t heap_map_used;         /**< Heap-map slots in use (live, reserved or tombstone). */
-    uint64_t heap_map_full_drops;   /**< Samples dropped because the heap map was full. */
+    uint64_t heap_map_full_drops;   /**< Samples dropped because the heap map was full (or,
+                                         under the preload plugin, its tables could not be
+                                         mapped at the first sample). */
     uint64_t stack_table_capacity;  /**< Maximum distinct stacks. */
     uint64_t stack_table_overflows; /**< Samples attributed to the overflow stack. */
     uint64_t bloom_rebuilds;        /**< Rebuilds of the free-path Bloom filter. */
@@ -581,7 +583,9 @@ typedef struct memprof_stats {
     uint64_t truncated_stacks;      /**< Samples whose stack hit the maximum depth or could not
                                          be walked further. */
     uint64_t profiler_bytes;        /**< Bytes the engine has mapped for its tables (mapped
-                                         by segments as they fill, touched lazily). */
+                                         by segments as they fill, touched lazily; under the
+                                         preload plugin 0 until the first sample or
+                                         snapshot). */
     uint32_t unwinder;              /**< The memprof_unwinder in use (FP or DWARF). */
     uint32_t stack_depth_min;       /**< Fewest native frames in any sample (0 if none yet). */
     uint64_t stack_depth_total;     /**< Native frames over all samples; divide by

@@ -62,6 +62,17 @@ MEMPROF_INTERNAL void memprof__backend_register(void);
  * block of that heap).
  * Returns 0, or -EALREADY after init (nothing changes). */
 MEMPROF_INTERNAL int memprof__engine_use_sample_heap(void);
+/* Asks, before init, for the engine's tables (heap map, Bloom filter, stack table, sample heap,
+ * cold stacks) to be mapped at the first sample or snapshot instead of by init: most processes
+ * a preload plugin starts never take a sample (a shell's, a build's short-lived tools), and
+ * the mappings and page faults are most of what starting the engine costs. A sample that
+ * finds them unmappable is dropped and counted as one the heap map had no room for.
+ * Returns 0, or -EALREADY after init (nothing changes). */
+MEMPROF_INTERNAL int memprof__engine_defer_tables(void);
+/* The tables, mapped now if deferred and not mapped yet (by the first reader: a snapshot, a
+ * program's mlockall() or seccomp filter). Returns 0, -ENOTCONN before init, -ESHUTDOWN after
+ * shutdown, -ENOMEM. */
+MEMPROF_INTERNAL int memprof__engine_tables(void);
 /* For a backend in front of glibc that cannot see every free() (the GOT start): after init,
  * before the backend's hooks can allocate, sets up the sample heap with its blocks framed as
  * glibc's mmap()ed chunks (sampleheap.h), which glibc's own free() and realloc() accept. A

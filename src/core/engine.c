@@ -122,6 +122,82 @@ static void count_free(const struct memprof_hm_entry *e)
     history_event(now, false);
 }
 
+/* ---- the tables --------------------------------------------------------------------------- */
+
+/* Without the heap sampled blocks come from the real allocator: slower frees, same
+ * results. */
+static int init_sample_heap(size_t frame)
+{
+    int rc = memprof__sheap_init(&H.sheap, frame);
+    if (rc != 0)
+        memprof__engine_log(MEMPROF_LOG_INFO,
+                            "sample heap unavailable (no free window of address space)");
+    return rc;
+}
+
+/* The tables' state (E.tables): mapped by init, or when first needed if deferred. */
+enum { TABLES_NONE, TABLES_MAPPING, TABLES_READY };
+
+/* Maps the tables sized at init (E.hm's geometry, E.st.max_stacks). */
+static int map_tables(void)
+{
+    int rc = memprof__hm_open(&E.hm);
+    if (rc == 0 && (rc = memprof__bloom_init(&H.bloom, E.hm.capacity)) != 0)
+        memprof__hm_destroy(&E.hm);
+    if (rc == 0 && (rc = memprof__st_init(&E.st, E.st.max_stacks)) != 0) {
+        memprof__bloom_destroy(&H.bloom);
+        memprof__hm_destroy(&E.hm);
+    }
+    if (rc != 0)
+        return rc;
+    if (E.sheap_wanted)
+        init_sample_heap(0);
+    /* What is mapped once; the tables' segments count themselves as they are mapped
+     * (memprof__engine_stats()). */
+    memprof_atomic_add_relaxed(&E.mapped_bytes, H.bloom.nwords * 16 + memprof__coldstack_init());
+    return 0;
+}
+
+/* The tables, mapped if they were not: 0, or -ENOMEM. A thread that finds another mapping
+ * them waits: that takes a few system calls, and the other thread holds no lock a waiter
+ * could need (it is inside the profiler, its guard set). */
+static MEMPROF_NOINLINE int need_tables(void)
+{
+    int cur = memprof_atomic_load_acquire(&E.tables);
+    while (cur != TABLES_READY) {
+        if (cur == TABLES_NONE && memprof_atomic_cas_seqcst(&E.tables, &cur, TABLES_MAPPING)) {
+            uint8_t g = memprof__guard_enter();
+            int rc = map_tables();
+            memprof__guard_leave(g);
+            /* After a failure the next sample or reader tries again. */
+            memprof_atomic_store_release(&E.tables, rc == 0 ? TABLES_READY : TABLES_NONE);
+            return rc;
+        }
+        if (cur == TABLES_MAPPING) {
+            sched_yield();
+            cur = memprof_atomic_load_acquire(&E.tables);
+        }
+    }
+    return 0;
+}
+
+/* Whether the tables are there for a sample about to be taken; a sample they cannot be mapped
+ * for is dropped, counted with those the heap map had no room for. */
+static inline bool tables_for_sample(void)
+{
+    if (MEMPROF_LIKELY(memprof_atomic_load_acquire(&E.tables) == TABLES_READY) ||
+        need_tables() == 0)
+        return true;
+    memprof_atomic_add_relaxed(&E.hm.full_drops, 1);
+    return false;
+}
+
+int memprof__engine_tables(void)
+{
+    int rc = memprof__engine_readable();
+    return rc ? rc : need_tables();
+}
+
 /* ---- recording ------------------------------------------------------------------------- */
 
 /* Whether key is a block of the sample heap, whose frees are recognised by address. Unlike
@@ -316,7 +392,8 @@ MEMPROF_SAMPLING_TEXT bool memprof__sample_begin(size_t size, int *saved_errno)
         }
     }
     t->countdown = memprof__sampler_draw(&t->rng, rate);
-    if (size == 0)
+    /* The tables (the sample heap among them) exist before the caller allocates the block. */
+    if (size == 0 || !tables_for_sample())
         goto not_sampled;
     *saved_errno = saved;
     return true;
@@ -413,7 +490,13 @@ MEMPROF_SAMPLING_TEXT bool memprof__report_record(uint64_t key, size_t size)
     if (t->guard || size == 0 || memprof_atomic_load_acquire(&E.state) != MEMPROF_STATE_ACTIVE)
         return false;
     t->guard = 1;
-    sample_end_key(key, size, errno);
+    int saved = errno;
+    if (!tables_for_sample()) {
+        errno = saved;
+        t->guard = 0;
+        return false;
+    }
+    sample_end_key(key, size, saved);
     return true;
 }
 
@@ -486,17 +569,9 @@ static void atfork_child(void)
     if (g & 1)
         memprof_atomic_store_relaxed(&H.bloom.gen, g - 1);
     memprof__sheap_after_fork(&H.sheap);
-}
-
-/* Without the heap sampled blocks come from the real allocator: slower frees, same
- * results. */
-static int init_sample_heap(size_t frame)
-{
-    int rc = memprof__sheap_init(&H.sheap, frame);
-    if (rc != 0)
-        memprof__engine_log(MEMPROF_LOG_INFO,
-                            "sample heap unavailable (no free window of address space)");
-    return rc;
+    /* A thread that was mapping the tables is gone: the next use maps them afresh. */
+    int mapping = TABLES_MAPPING;
+    memprof_atomic_cas_relaxed(&E.tables, &mapping, TABLES_NONE);
 }
 
 int memprof__engine_init(const struct memprof_engine_config *cfg)
@@ -512,23 +587,17 @@ int memprof__engine_init(const struct memprof_engine_config *cfg)
     E.seed = cfg->seed;
     E.log_fn = cfg->log_fn;
     E.log_ctx = cfg->log_ctx;
-    int rc = memprof__hm_init(&E.hm, cfg->heap_map_capacity);
-    if (rc == 0 && (rc = memprof__bloom_init(&H.bloom, E.hm.capacity)) != 0)
-        memprof__hm_destroy(&E.hm);
-    if (rc == 0 && (rc = memprof__st_init(&E.st, cfg->max_stacks)) != 0) {
-        memprof__bloom_destroy(&H.bloom);
-        memprof__hm_destroy(&E.hm);
+    /* The sizes are known (and reported) from init on, the tables mapped now or later. */
+    memprof__hm_setup(&E.hm, cfg->heap_map_capacity);
+    E.st.max_stacks = cfg->max_stacks;
+    if (!E.defer_tables) {
+        int rc = need_tables();
+        if (rc != 0) {
+            memprof_atomic_store_seqcst(&E.state, MEMPROF_STATE_UNINITIALIZED);
+            memprof__guard_leave(g);
+            return rc;
+        }
     }
-    if (rc != 0) {
-        memprof_atomic_store_seqcst(&E.state, MEMPROF_STATE_UNINITIALIZED);
-        memprof__guard_leave(g);
-        return rc;
-    }
-    if (E.sheap_wanted)
-        init_sample_heap(0);
-    /* What is mapped once; the tables' segments count themselves as they are mapped
-     * (memprof__engine_stats()). */
-    E.mapped_bytes = H.bloom.nwords * 16 + memprof__coldstack_init();
     memprof__capture_add_own_sampling_text();
     if (E.unwinder == MEMPROF_UNWIND_DWARF)
         memprof__capture_warm_up();
@@ -618,6 +687,14 @@ void memprof__backend_register(void)
     memprof_atomic_add_relaxed(&E.backends, 1);
 }
 
+int memprof__engine_defer_tables(void)
+{
+    if (memprof_atomic_load_acquire(&E.state) != MEMPROF_STATE_UNINITIALIZED)
+        return -EALREADY;
+    E.defer_tables = true;
+    return 0;
+}
+
 int memprof__engine_use_sample_heap(void)
 {
     if (memprof_atomic_load_acquire(&E.state) != MEMPROF_STATE_UNINITIALIZED)
@@ -661,6 +738,9 @@ void memprof__engine_own_code(const void *addr)
 
 int memprof__engine_mlockall(int flags, int (*real_mlockall)(int))
 {
+    /* Deferred tables are mapped now, to be left out like the rest: mapped after an
+     * mlockall(MCL_FUTURE), they would be locked, the whole cold-stack reservation faulted in. */
+    (void)memprof__engine_tables();
     struct memprof_range
         own[7 + MEMPROF_HM_MAX_SEGS + 1 + 2 * MEMPROF_SEG_MAX + MEMPROF_SHEAP_CLASSES];
     size_t n = 0;
@@ -699,6 +779,8 @@ uint32_t memprof__engine_seccomp_before(bool strict, const void *fprog)
 {
     uint8_t g = memprof__guard_enter();
     int saved = errno;
+    /* Deferred tables are mapped while mmap() is still allowed. */
+    (void)memprof__engine_tables();
     struct memprof_tls *t = &memprof__tls;
     memprof__pf_random_prepare();
     if (!t->seeded)
@@ -750,7 +832,8 @@ void memprof__engine_stats(memprof_stats *s)
     s->total_samples = memprof_atomic_load_relaxed(&E.total_samples);
     s->live_samples = memprof_atomic_load_relaxed(&E.hm.live);
     s->freed_samples = memprof_atomic_load_relaxed(&E.freed_samples);
-    s->unique_stacks = memprof_atomic_load_relaxed(&E.st.published) - 1; /* not "overflow" */
+    uint64_t published = memprof_atomic_load_relaxed(&E.st.published);
+    s->unique_stacks = published ? published - 1 : 0; /* not "overflow"; 0 before mapping */
     int64_t est = memprof_atomic_load_relaxed(&E.live_est_bytes);
     s->estimated_live_bytes = est > 0 ? (uint64_t)est : 0;
     s->heap_map_capacity = E.hm.capacity;

@@ -10,7 +10,9 @@
  *   any initialised state --shutdown--> SHUTDOWN (one-way)
  * ACTIVE samples allocations and tracks frees; STOPPED tracks frees only, so blocks freed
  * after stop leave the live set; SHUTDOWN disables the free path's filter and ignores all.
- * Tables are never unmapped while hooks can run: a hook may be preempted anywhere.
+ * Tables are never unmapped while hooks can run: a hook may be preempted anywhere. Init maps
+ * them, unless a backend deferred them (memprof__engine_defer_tables()): then the first sample
+ * or reader does.
  */
 #ifndef MEMPROF_CORE_ENGINE_H
 #define MEMPROF_CORE_ENGINE_H
@@ -40,7 +42,9 @@
 #define MEMPROF_NOT_SAMPLED_SLOTS (1u << MEMPROF_NOT_SAMPLED_BITS)
 
 struct memprof_engine {
-    bool sheap_wanted; /* a backend asked for the sample heap before init */
+    bool sheap_wanted;  /* a backend asked for the sample heap before init */
+    bool defer_tables;  /* a backend asked for the tables to be mapped when first needed */
+    _Atomic int tables; /* TABLES_* (engine.c) */
 
     _Atomic int state;           /* memprof_state, or ENGINE_INITIALIZING */
     _Atomic uint32_t generation; /* bumped by start, stop and shutdown */

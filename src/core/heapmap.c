@@ -37,7 +37,7 @@ static struct memprof_hm_slot *segment(struct memprof_heapmap *hm, unsigned k)
     return memprof_atomic_load_acquire(&hm->segs[k]);
 }
 
-int memprof__hm_init(struct memprof_heapmap *hm, uint64_t capacity)
+void memprof__hm_setup(struct memprof_heapmap *hm, uint64_t capacity)
 {
     uint64_t cap = MEMPROF_HM_MIN_SEG;
     while (cap < capacity && cap < ((uint64_t)1 << 34))
@@ -49,7 +49,17 @@ int memprof__hm_init(struct memprof_heapmap *hm, uint64_t capacity)
     while (seg_offset(nsegs) + seg_size(nsegs) <= nslots)
         nsegs++;
     *hm = (struct memprof_heapmap){.nslots = nslots, .capacity = cap, .nsegs = nsegs};
+}
+
+int memprof__hm_open(struct memprof_heapmap *hm)
+{
     return open_segment(hm, 0) ? 0 : -ENOMEM;
+}
+
+int memprof__hm_init(struct memprof_heapmap *hm, uint64_t capacity)
+{
+    memprof__hm_setup(hm, capacity);
+    return memprof__hm_open(hm);
 }
 
 void memprof__hm_destroy(struct memprof_heapmap *hm)

@@ -91,8 +91,12 @@ enum memprof_hm_result {
     MEMPROF_HM_KILLED = 2, /* the address was reserved, not yet finalised: death during birth */
 };
 
-/* Sets the table up for `capacity` live samples (rounded up to a power of two, >= 4096) and
- * maps its first segment. Returns 0 or -ENOMEM. */
+/* Sets the table up for `capacity` live samples (rounded up to a power of two, >= 4096):
+ * memprof__hm_setup() sizes it (nothing mapped: no slot can be reserved yet, every lookup and
+ * walk finds nothing), memprof__hm_open() maps its first segment, memprof__hm_init() does
+ * both. Those that map return 0 or -ENOMEM. */
+void memprof__hm_setup(struct memprof_heapmap *hm, uint64_t capacity);
+int memprof__hm_open(struct memprof_heapmap *hm);
 int memprof__hm_init(struct memprof_heapmap *hm, uint64_t capacity);
 /* Releases the mappings. Only when no other thread can use the map any more (tests). */
 void memprof__hm_destroy(struct memprof_heapmap *hm);

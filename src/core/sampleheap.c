@@ -51,7 +51,9 @@ int memprof__sheap_init(struct memprof_sheap *h, size_t frame)
     h->classes = classes;
     h->frame = frame;
     h->base = base;
-    h->size = size;
+    /* Last, released: a free() running meanwhile sees no window until the rest is set (the
+     * heap may be set up while the program runs: a framed one, or at a first sample). */
+    __atomic_store_n(&h->size, size, __ATOMIC_RELEASE);
     return 0;
 }
 

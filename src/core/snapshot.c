@@ -198,7 +198,7 @@ static size_t align_up(size_t n)
 int memprof__snapshot_take(struct memprof_snapshot **out)
 {
     *out = NULL;
-    int rc = memprof__engine_readable();
+    int rc = memprof__engine_tables();
     if (rc)
         return rc;
     /* Upper bound: every open heap-map slot. Pages of the mapping that stay unused are never

@@ -294,6 +294,8 @@ void memprof__preload_configure(bool sample_heap_ok)
                                        .write_empty_pid = (pid_t)st.empty.except};
     output_path(st.output, &dump);
 
+    /* Whatever starts the engine in this process (now, the program, an attach). */
+    memprof__engine_defer_tables();
     if (st.start) {
         memprof_config c;
         memprof_config_init(&c);

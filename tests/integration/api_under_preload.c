@@ -45,6 +45,12 @@
  *                           at the call, not again at exit.
  *   exit-profile-needs-an-output  without MEMPROF_OUTPUT the plugin writes no exit-time
  *                           profile: memprof_write_exit_profile() returns -ENOTSUP.
+ *   tables-at-first-sample  at a rate of 256 MiB (nothing sampled before main): the engine is
+ *                           active with its sizes reported and nothing mapped
+ *                           (profiler_bytes 0); blocks of 64 MiB until one is sampled; then
+ *                           its tables are mapped and the sample is live.
+ *   snapshot-before-any-sample  same rate: a snapshot taken before any sample succeeds, with
+ *                           no sample and an estimate of 0 B (the reader maps the tables).
  *   one-engine              the program's API calls go to the plugin's copy of the library,
  *                           a dlopen("libmemprof.so.1") returns the plugin (its soname), and
  *                           no file libmemprof.so.1 is mapped: one engine in the process.
@@ -534,6 +540,47 @@ static int in_plugin(const void *addr)
     return yes;
 }
 
+/* 64 MiB blocks, allocated and freed, until one is sampled (at 256 MiB, a few). */
+#define BIG_BLOCK ((size_t)64 << 20)
+
+static int tables_at_first_sample(void)
+{
+    memprof_stats s = stats();
+    CHECK(s.state == MEMPROF_STATE_ACTIVE, "state %" PRIu32 ", expected active", s.state);
+    CHECK(s.total_samples == 0, "%" PRIu64 " samples before main", s.total_samples);
+    CHECK(s.heap_map_capacity > 0 && s.stack_table_capacity > 0,
+          "sizes not reported before the first sample: heap map %" PRIu64 ", stacks %" PRIu64,
+          s.heap_map_capacity, s.stack_table_capacity);
+    CHECK(s.profiler_bytes == 0, "%" PRIu64 " bytes mapped before the first sample",
+          s.profiler_bytes);
+    void *block = NULL;
+    for (int i = 0; i < 1000 && stats().total_samples == 0; i++) {
+        free(block);
+        block = malloc(BIG_BLOCK); /* untouched: the kernel maps no page of it */
+        CHECK(block != NULL, "malloc(64 MiB) failed");
+    }
+    s = stats();
+    CHECK(s.total_samples == 1 && s.live_samples == 1,
+          "%" PRIu64 " samples, %" PRIu64 " live, after the first sampled block", s.total_samples,
+          s.live_samples);
+    CHECK(s.profiler_bytes > 0, "nothing mapped after the first sample");
+    CHECK(s.heap_map_full_drops == 0, "%" PRIu64 " samples dropped", s.heap_map_full_drops);
+    free(block);
+    CHECK(stats().live_samples == 0, "the sampled block's free was not seen");
+    return 0;
+}
+
+static int snapshot_before_any_sample(void)
+{
+    CHECK(stats().total_samples == 0, "a sample before main");
+    size_t samples = 1;
+    uint64_t bytes = estimate(&samples); /* fails unless memprof_get_snapshot() returns 0 */
+    CHECK(samples == 0 && bytes == 0, "%zu samples, %" PRIu64 " B in the first snapshot", samples,
+          bytes);
+    CHECK(stats().profiler_bytes > 0, "the snapshot did not map the tables");
+    return 0;
+}
+
 static int one_engine(void)
 {
     int (*volatile get_stats)(memprof_stats *) = memprof_get_stats;
@@ -588,6 +635,10 @@ int main(int argc, char **argv)
         return exit_profile_needs_an_output();
     if (!strcmp(mode, "one-engine"))
         return one_engine();
+    if (!strcmp(mode, "tables-at-first-sample"))
+        return tables_at_first_sample();
+    if (!strcmp(mode, "snapshot-before-any-sample"))
+        return snapshot_before_any_sample();
     fprintf(stderr, "unknown mode %s\n", mode);
     return 2;
 }
