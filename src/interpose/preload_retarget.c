@@ -74,6 +74,17 @@ static int find_named(const struct memprof_elf_dynamic *d, const char *name, Elf
     return found;
 }
 
+/* The page size. Not from sysconf() where it is fixed: its code and its table are two pages of
+ * libc that nothing else touches at start, a page fault each in every process. */
+static size_t page_size(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return 4096;
+#else
+    return (size_t)sysconf(_SC_PAGESIZE);
+#endif
+}
+
 /* Writes every entry, the pages from the first entry's to the last one's writable meanwhile
  * (all inside libc's .dynsym, in its read-only segment, which is what they go back to). */
 static bool store_all(const struct entries *e)
@@ -86,7 +97,7 @@ static bool store_all(const struct entries *e)
         lo = at < lo ? at : lo;
         hi = at > hi ? at : hi;
     }
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t page = page_size();
     lo &= ~(uintptr_t)(page - 1);
     hi = (hi + sizeof(ElfW(Addr)) + page - 1) & ~(uintptr_t)(page - 1);
     if (mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE) != 0)
