@@ -54,7 +54,7 @@ static bool tail_is_zero(const void *p, size_t from, size_t to)
 }
 
 /* Set once, before the engine leaves UNINITIALIZED for good: an owned profile stays owned. */
-static _Atomic int owned;
+static _Atomic int owned MEMPROF_START_DATA;
 
 static int init_config(const memprof_config *cfg)
 {

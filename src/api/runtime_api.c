@@ -112,7 +112,7 @@ MEMPROF_SAMPLING_TEXT int memprof_report_sampled(uint64_t id, size_t size)
 
 /* ---- the launcher's exit-time profile ----------------------------------------------------- */
 
-static int (*_Atomic exit_profile_writer)(void);
+static int (*_Atomic exit_profile_writer)(void) MEMPROF_START_DATA;
 
 void memprof__set_exit_profile_writer(int (*writer)(void))
 {

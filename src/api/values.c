@@ -95,9 +95,15 @@ int memprof__parse_bool(const char *v)
 {
     if (!v)
         return -1;
-    if (!strcmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "true") || !strcasecmp(v, "on"))
+    /* The digits first: they are what `memprof run` sets, in every process it starts, and
+     * strcasecmp() is a page of libc (a page fault) nothing else touches there. */
+    if (!strcmp(v, "1"))
         return 1;
-    if (!strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "false") || !strcasecmp(v, "off"))
+    if (!strcmp(v, "0"))
+        return 0;
+    if (!strcasecmp(v, "yes") || !strcasecmp(v, "true") || !strcasecmp(v, "on"))
+        return 1;
+    if (!strcasecmp(v, "no") || !strcasecmp(v, "false") || !strcasecmp(v, "off"))
         return 0;
     return -1;
 }

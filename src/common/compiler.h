@@ -18,6 +18,10 @@
  * so capture can skip the profiler's own frames by address even when the engine is linked
  * statically into a program (the linker provides __start_/__stop_ symbols for it). */
 #define MEMPROF_SAMPLING_TEXT __attribute__((section("memprof_sampling_text")))
+/* Zero-initialised state that every process under the preload plugin writes at start: in
+ * .bss each such variable's page would take a page fault of its own (two when it is read
+ * first), in .data it shares the page the loader has already written for relocations. */
+#define MEMPROF_START_DATA    __attribute__((section(".data.memprof_start")))
 #define MEMPROF_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 #endif

@@ -601,7 +601,7 @@ int memprof__engine_init(const struct memprof_engine_config *cfg)
     memprof__capture_add_own_sampling_text();
     if (E.unwinder == MEMPROF_UNWIND_DWARF)
         memprof__capture_warm_up();
-    static _Atomic int atfork_done;
+    static _Atomic int atfork_done MEMPROF_START_DATA;
     if (!memprof_atomic_exchange_acqrel(&atfork_done, 1))
         pthread_atfork(NULL, NULL, atfork_child);
     memprof_atomic_store_seqcst(&E.state, MEMPROF_STATE_INITIALIZED);

@@ -41,7 +41,7 @@
 /* Whether mlockall(MCL_FUTURE) may be in effect: unknown (assume so) until the plugin says it
  * cannot be, yes from the first MCL_FUTURE the engine sees. */
 enum { FUTURE_LOCKS_UNKNOWN, FUTURE_LOCKS_NONE, FUTURE_LOCKS_MAYBE };
-static _Atomic int future_locks = FUTURE_LOCKS_UNKNOWN;
+static _Atomic int future_locks MEMPROF_START_DATA = FUTURE_LOCKS_UNKNOWN;
 
 void memprof__pf_no_future_locks(void)
 {

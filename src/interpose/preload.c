@@ -50,7 +50,7 @@ static struct memprof_allocator real = {
 };
 
 /* 0 = not resolved, 1 = resolving (allocations go to the bootstrap heap), 2 = resolved. */
-static _Atomic int resolve_state;
+static _Atomic int resolve_state MEMPROF_START_DATA;
 
 static void die(const char *what)
 {

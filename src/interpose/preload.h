@@ -24,7 +24,6 @@ void memprof__preload_unfollow(void);
 
 /* Where, how and when profiles are written (preload_dump.c). */
 struct memprof_dump_config {
-    char output[PATH_MAX]; /* template with %p; empty = write nothing */
     memprof_format format;
     unsigned interval_s; /* 0 = no periodic dumps */
     int signo;           /* 0 = no dump signal */
@@ -32,6 +31,9 @@ struct memprof_dump_config {
      * except the one whose pid is write_empty_pid (memprof run's program). */
     bool write_empty;
     pid_t write_empty_pid;
+    /* Last: every process sets it up, and only the string's own bytes are written (a copy
+     * of the whole array would touch a page more of each copy). */
+    char output[PATH_MAX]; /* template with %p; empty = write nothing */
 };
 void memprof__preload_dump_setup(const struct memprof_dump_config *cfg);
 

@@ -69,6 +69,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sched.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -96,7 +97,7 @@
 #include "memprof/memprof.h"
 
 static struct memprof_dump_config cfg;
-static pid_t pid_at_start;
+static pid_t pid_at_start MEMPROF_START_DATA;
 static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
 static sem_t wakeup;    /* a dump is wanted: the dump signal, or exit() */
 static sem_t exit_done; /* the writer has written the exit-time profile */
@@ -548,7 +549,7 @@ static void atfork_child(void)
 
 void memprof__preload_dump_setup(const struct memprof_dump_config *c)
 {
-    cfg = *c;
+    memcpy(&cfg, c, offsetof(struct memprof_dump_config, output) + strlen(c->output) + 1);
     /* The format a name's extension gives is the template's: a forked child's "<path>.<pid>"
      * (expand_path()) ends in its pid, and would otherwise be written as text. */
     int by_name = cfg.format == MEMPROF_FORMAT_AUTO ? memprof_format_from_path(cfg.output) : 0;

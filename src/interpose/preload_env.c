@@ -32,7 +32,7 @@
 #include "interpose/preload.h"
 #include "memprof/memprof.h"
 
-static int quiet;
+static int quiet MEMPROF_START_DATA;
 
 /* The stderr the program started with, by identity, recorded before the first message. A
  * program may close descriptor 2 and open a file of its own there (a daemon, a test harness);
@@ -46,7 +46,7 @@ static struct {
     bool known;
     dev_t dev;
     ino_t ino;
-} stderr_at_start;
+} stderr_at_start MEMPROF_START_DATA;
 
 static void record_stderr(void)
 {
@@ -247,21 +247,25 @@ static void read_environment(struct settings *st)
  * program, and an exec()ed one loads the plugin afresh. */
 static void output_path(const char *out, struct memprof_dump_config *dump)
 {
-    char cwd[PATH_MAX];
-    int len = 0;
-    if (out && *out && *out != '/' && getcwd(cwd, sizeof cwd))
-        len = snprintf(dump->output, sizeof dump->output, "%s%s%s", cwd,
-                       cwd[strlen(cwd) - 1] == '/' ? "" : "/", out);
-    else if (out)
-        len = snprintf(dump->output, sizeof dump->output, "%s", out);
-    char named[PATH_MAX];
-    if (len >= 0 && (size_t)len < sizeof dump->output) {
-        if (memprof__expand_program(dump->output, memprof__program_name(), named, sizeof named))
-            memcpy(dump->output, named, strlen(named) + 1);
-        else
-            len = -1;
+    dump->output[0] = 0;
+    if (!out)
+        return;
+    /* Joined by hand: snprintf() would bring libc's whole formatting code (several pages,
+     * a page fault each) into every process `memprof run` starts. */
+    char path[PATH_MAX];
+    size_t len = 0, n = strlen(out);
+    if (*out && *out != '/' && getcwd(path, sizeof path)) {
+        len = strlen(path);
+        if (path[len - 1] != '/' && len + 1 < sizeof path)
+            path[len++] = '/';
     }
-    if (len < 0 || (size_t)len >= sizeof dump->output) {
+    bool fits = len + n < sizeof path;
+    if (fits) {
+        memcpy(path + len, out, n + 1);
+        fits = memprof__expand_program(path, memprof__program_name(), dump->output,
+                                       sizeof dump->output);
+    }
+    if (!fits) {
         say("memprof: ignoring MEMPROF_OUTPUT: longer than %d bytes", PATH_MAX - 1);
         dump->output[0] = 0;
     }
@@ -287,11 +291,12 @@ void memprof__preload_configure(bool sample_heap_ok)
     if (!st.symbolize)
         memprof__snapshot_write_names(false);
 
-    struct memprof_dump_config dump = {.format = st.format,
-                                       .interval_s = st.interval_s,
-                                       .signo = st.signo,
-                                       .write_empty = st.empty.write,
-                                       .write_empty_pid = (pid_t)st.empty.except};
+    struct memprof_dump_config dump; /* not zeroed: only the string's bytes are written */
+    dump.format = st.format;
+    dump.interval_s = st.interval_s;
+    dump.signo = st.signo;
+    dump.write_empty = st.empty.write;
+    dump.write_empty_pid = (pid_t)st.empty.except;
     output_path(st.output, &dump);
 
     /* Whatever starts the engine in this process (now, the program, an attach). */

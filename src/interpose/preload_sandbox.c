@@ -29,8 +29,8 @@
 typedef long syscall_fn(long, ...);
 typedef int prctl_fn(int, ...);
 
-static _Atomic(syscall_fn *) next_syscall;
-static _Atomic(prctl_fn *) next_prctl;
+static _Atomic(syscall_fn *) next_syscall MEMPROF_START_DATA;
+static _Atomic(prctl_fn *) next_prctl MEMPROF_START_DATA;
 
 __attribute__((constructor(102))) static void resolve_next(void)
 {
