@@ -962,8 +962,9 @@ int memprof__export_pprof(const struct memprof_profile *p, FILE *out)
      * rewrite after the exit, in every process of a build: most are a few KiB (a cc1 of
      * `bench_make.py`'s build: 8 KiB), which are stored, without loading zlib or setting up
      * its state; larger ones at the fastest level (zlib's default level took ~1.3 % of
-     * `memprof run -- make`'s CPU, doc/performance.md, Start-up). */
-    bool raw = memprof__profile_unsymbolized(p);
+     * `memprof run -- make`'s CPU, doc/performance.md, Start-up). A profile without a frame
+     * (no sample: the program memprof run starts writes one in any case) is stored too. */
+    bool raw = p->nframes == 0 || memprof__profile_unsymbolized(p);
     if (raw && w.out.len <= RAW_STORED_MAX)
         rc = memprof__gzip_stored(w.out.data, w.out.len, out);
     else
