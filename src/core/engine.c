@@ -138,7 +138,8 @@ static int init_sample_heap(size_t frame)
 /* The tables' state (E.tables): mapped by init, or when first needed if deferred. */
 enum { TABLES_NONE, TABLES_MAPPING, TABLES_READY };
 
-/* Maps the tables sized at init (E.hm's geometry, E.st.max_stacks). */
+/* Maps the tables sized at init (E.hm's geometry, E.st.max_stacks), but for the cold-stack
+ * reservation. */
 static int map_tables(void)
 {
     int rc = memprof__hm_open(&E.hm);
@@ -150,12 +151,37 @@ static int map_tables(void)
     }
     if (rc != 0)
         return rc;
+    /* A shutdown meanwhile disabled the filter before bloom_init() reset it (shutdown sets
+     * the state first, then disables). */
+    if (memprof_atomic_load_seqcst(&E.state) == MEMPROF_STATE_SHUTDOWN)
+        memprof__bloom_disable(&H.bloom);
     if (E.sheap_wanted)
         init_sample_heap(0);
     /* What is mapped once; the tables' segments count themselves as they are mapped
      * (memprof__engine_stats()). */
-    memprof_atomic_add_relaxed(&E.mapped_bytes, H.bloom.nwords * 16 + memprof__coldstack_init());
+    memprof_atomic_add_relaxed(&E.mapped_bytes, H.bloom.nwords * 16);
     return 0;
+}
+
+static void map_tables_into(void *rc)
+{
+    *(int *)rc = map_tables();
+}
+
+/* The cold stacks first, then the rest on one of them: a first sample may come on a small
+ * stack (a signal handler's, a coroutine's). */
+static int map_all_tables(void)
+{
+    memprof_atomic_add_relaxed(&E.mapped_bytes, memprof__coldstack_init());
+    int rc;
+    uintptr_t top = memprof__coldstack_claim();
+    if (top) {
+        memprof__coldstack_call(map_tables_into, &rc, top);
+        memprof__coldstack_release(top);
+    } else {
+        rc = map_tables();
+    }
+    return rc;
 }
 
 /* The tables, mapped if they were not: 0, or -ENOMEM. A thread that finds another mapping
@@ -167,7 +193,7 @@ static MEMPROF_NOINLINE int need_tables(void)
     while (cur != TABLES_READY) {
         if (cur == TABLES_NONE && memprof_atomic_cas_seqcst(&E.tables, &cur, TABLES_MAPPING)) {
             uint8_t g = memprof__guard_enter();
-            int rc = map_tables();
+            int rc = map_all_tables();
             memprof__guard_leave(g);
             /* After a failure the next sample or reader tries again. */
             memprof_atomic_store_release(&E.tables, rc == 0 ? TABLES_READY : TABLES_NONE);

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <sys/auxv.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -332,10 +333,11 @@ uintptr_t memprof__pf_window(size_t size, size_t align)
             munmap((void *)(base + size), lo + size + align - (base + size));
         return base;
     }
-    /* The user address space ends at the power of two above the stack, which the kernel
-     * puts at its top (2^47 on x86_64, 2^48 or 2^39 on aarch64). */
+    /* The user address space ends at the power of two above the main stack, which the
+     * kernel puts at its top (2^47 on x86_64, 2^48 or 2^39 on aarch64); the program's name
+     * is on it (the caller may be on another stack, one the program allocated). */
     int local;
-    uintptr_t here = (uintptr_t)&local;
+    uintptr_t here = getauxval(AT_EXECFN) ? (uintptr_t)getauxval(AT_EXECFN) : (uintptr_t)&local;
     uintptr_t top = (uintptr_t)1 << (64 - __builtin_clzll((unsigned long long)here));
     uintptr_t lo = top / 8, hi = top / 4;
     if (hi - lo < size + align)
