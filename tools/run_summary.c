@@ -137,6 +137,14 @@ static void print_largest_child(const struct run_files *r, uint64_t main_peak)
     memprof__profile_free(best);
 }
 
+/* The peak children are compared with when the main program wrote no profile: any child's
+ * (a shell script whose shell ends with _exit(), as dash does: its children's heaps are
+ * what the user is after). Only pprof profiles are read back. */
+static uint64_t no_main_peak(const struct run_options *o)
+{
+    return o->format == MEMPROF_FORMAT_PPROF ? 0 : UINT64_MAX;
+}
+
 /* The other processes' profiles, and the largest of their heaps when the main program's
  * peak (UINT64_MAX: unknown) was smaller. */
 static void print_children(const struct run_files *r, uint64_t main_peak)
@@ -151,7 +159,7 @@ static int report_killed(const struct run_options *o, const struct run_files *r,
 {
     char name[32];
     memprof_cli_signal_name(sig, name, sizeof name);
-    uint64_t main_peak = UINT64_MAX;
+    uint64_t main_peak = no_main_peak(o);
     if (r->profile && !o->quiet)
         main_peak = print_summary(o, r);
     if (!o->quiet)
@@ -169,7 +177,7 @@ static int report_killed(const struct run_options *o, const struct run_files *r,
 /* The program exited with `code`: its summary, or why it wrote no profile. */
 static void report_exited(const struct run_options *o, const struct run_files *r, int code)
 {
-    uint64_t main_peak = UINT64_MAX;
+    uint64_t main_peak = no_main_peak(o);
     if (r->profile)
         main_peak = print_summary(o, r);
     else if (code == CLI_EXIT_NOTFOUND)

@@ -737,6 +737,22 @@ def t_run_children(tmp):
           "a child smaller than the program is summarized")
 
 
+def t_run_summarizes_the_largest_child_when_the_program_wrote_none(tmp):
+    """A program that ends with _exit() (dash does, so every `sh -c` script) writes no profile
+    of its own: the summary says why and goes on with the child that had the largest heap."""
+    need_plugin()
+    parent = ("import os, subprocess, sys; "
+              "subprocess.run([sys.argv[1], 'alloc', '4000', '1000'], check=True); os._exit(0)")
+    p = memprof("run", "-r", "16K", "--no-runtime", "--", sys.executable, "-c", parent, ARGS.prog,
+                cwd=tmp)
+    check(p.returncode == 0, "exit %d" % p.returncode)
+    check("no profile was written for" in p.err and "_exit()" in p.err,
+          "the summary does not say why the program wrote no profile")
+    check(re.search(r"the largest heap of this run was in process \d+ \(cli-prog, ", p.err) and
+          re.search(r"Top sites by estimated bytes live at the peak.*\n.*grow_cache", p.err),
+          "the child's peak and sites are missing: %r" % p.err[-600:])
+
+
 def t_run_skips_empty_children(tmp):
     """A process the program starts that took no sample (/bin/true) writes no profile; one that
     sampled writes its own; the program itself writes one whatever it sampled. With
