@@ -14,7 +14,11 @@ preload library, and the same for CPU time (user + system of the script and ever
 it waited for), which other work on a shared machine disturbs much less than wall time. It
 also lists the shared objects the plugin brings into every process.
 
-Usage: bench_startup.py --build-dir DIR [--quick] [--processes N] [--rounds N]
+With --compare-build-dir OTHER, OTHER's plugin (defaults) and `memprof run` join the same
+rounds (before and after a change, measured under the same load).
+
+Usage: bench_startup.py --build-dir DIR [--compare-build-dir OTHER] [--quick] [--processes N]
+                        [--rounds N]
 Prints Markdown on stdout, progress on stderr. A benchmark: it asserts nothing.
 """
 
@@ -71,17 +75,22 @@ def timed(cmd, env):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build-dir", required=True)
+    ap.add_argument("--compare-build-dir")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--processes", type=int, default=200)
     ap.add_argument("--rounds", type=int)
     args = ap.parse_args()
     rounds = args.rounds or (3 if args.quick else 7)
-    build = os.path.abspath(args.build_dir)
-    plugin = os.path.join(build, "src", "libmemprof-preload.so")
-    command = os.path.join(build, "tools", "memprof")
-    for p in (plugin, command):
-        if not os.path.exists(p):
-            sys.exit(f"bench_startup: {p} is not built")
+    def built(build_dir):
+        build = os.path.abspath(build_dir)
+        plugin = os.path.join(build, "src", "libmemprof-preload.so")
+        command = os.path.join(build, "tools", "memprof")
+        for p in (plugin, command):
+            if not os.path.exists(p):
+                sys.exit(f"bench_startup: {p} is not built")
+        return plugin, command
+
+    plugin, command = built(args.build_dir)
     true = shutil.which("true") or "/bin/true"
     script = ["/bin/sh", "-c",
               f'i=0; while [ $i -lt {args.processes} ]; do {true}; i=$((i+1)); done']
@@ -101,6 +110,15 @@ def main():
             ("memprof run (children followed, a profile per process)", base,
              [command, "run", "-q", "-o", os.path.join(outdir, "p.pb.gz"), "--"] + script),
         ]
+        if args.compare_build_dir:
+            other_plugin, other_command = built(args.compare_build_dir)
+            configs += [
+                (f"{args.compare_build_dir}: plugin, defaults", dict(base, LD_PRELOAD=other_plugin),
+                 script),
+                (f"{args.compare_build_dir}: memprof run", base,
+                 [other_command, "run", "-q", "-o", os.path.join(outdir, "p.pb.gz"), "--"] +
+                 script),
+            ]
         times = {name: [] for name, _, _ in configs}
         cpus = {name: [] for name, _, _ in configs}
         for r in range(rounds):
