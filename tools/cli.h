@@ -113,6 +113,9 @@ struct memprof_cli_symbolize {
      * not give. */
     FILE *summary;
     unsigned summary_top;
+    /* memprof_cli_symbolize_file() rewrites the file in place (memprof run's own files)
+     * instead of through a new file renamed over it (memprof_cli_rewrite_in_place()). */
+    bool in_place;
 };
 /* Names p's unresolved frames; *out is the symbolized copy (p must outlive it; free it with
  * memprof__profile_symbolized_free()). Returns 0, or a negative errno after one line. */
@@ -136,6 +139,14 @@ int memprof_cli_check_writable(const char *path, char *dir, size_t dirsize);
  * temporary file is removed, one line is printed and -1 returned. `fill` returns 0 or a
  * negative errno. */
 int memprof_cli_write_atomic(const char *path, int (*fill)(FILE *out, void *ctx), void *ctx);
+/* Replaces the content of the regular file `path` with what fill() writes, in the same
+ * file: no new file is created and none deleted (memprof run rewrites a profile per process
+ * of a build; on ext4, each file created where many were deleted in the last minutes scans
+ * past all of them). The content is made in memory first, and the old one is written back
+ * if writing the new one fails; a crash in the middle of the write leaves a damaged file,
+ * which is why files the user named go through memprof_cli_write_atomic(). Falls back to
+ * that when the file cannot be opened for writing. Returns 0, or -1 after one line. */
+int memprof_cli_rewrite_in_place(const char *path, int (*fill)(FILE *out, void *ctx), void *ctx);
 
 /* Writes profile `p` in format `f` (never AUTO) to `out`: `view` is the view the text and
  * collapsed formats show and speedscope and HTML open on (pprof carries all of them), `top`

@@ -349,6 +349,51 @@ int memprof_cli_write_atomic(const char *path, int (*fill)(FILE *out, void *ctx)
     return 0;
 }
 
+/* Writes data over fd from its start and cuts it there. */
+static int replace_content(int fd, const char *data, size_t len)
+{
+    for (size_t done = 0; done < len;) {
+        ssize_t n = pwrite(fd, data + done, len - done, (off_t)done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO;
+        done += (size_t)n;
+    }
+    return ftruncate(fd, (off_t)len) == 0 ? 0 : -errno;
+}
+
+int memprof_cli_rewrite_in_place(const char *path, int (*fill)(FILE *out, void *ctx), void *ctx)
+{
+    int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0)
+            close(fd);
+        return memprof_cli_write_atomic(path, fill, ctx);
+    }
+    char *now = NULL;
+    unsigned char *old = NULL;
+    size_t now_len = 0, old_len = 0;
+    FILE *mem = open_memstream(&now, &now_len);
+    int rc = mem ? fill(mem, ctx) : -ENOMEM;
+    if (mem && fclose(mem) != 0 && rc == 0)
+        rc = -EIO;
+    if (rc == 0)
+        rc = -read_all(fd, SIZE_MAX / 4, &old, &old_len);
+    if (rc == 0 && (rc = replace_content(fd, now, now_len)) != 0 &&
+        replace_content(fd, (const char *)old, old_len) != 0)
+        memprof_cli_error("%s is damaged: rewriting it failed, and so did restoring it", path);
+    close(fd);
+    free(now);
+    free(old);
+    if (rc != 0) {
+        memprof_cli_error("cannot write %s: %s", path, strerror(-rc));
+        return -1;
+    }
+    return 0;
+}
+
 int memprof_cli_export(const struct memprof_profile *p, memprof_format f, FILE *out, unsigned top,
                        enum memprof_view view, bool objects, bool addresses)
 {

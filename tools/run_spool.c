@@ -368,8 +368,10 @@ static void symbolize_written(const struct run_options *o, const struct tmpl_par
                               const struct pfiles *before, const struct pfiles *after, pid_t pid,
                               FILE *summary)
 {
-    struct memprof_cli_symbolize s = {
-        .quiet = o->quiet, .format = o->format, .summary_top = MEMPROF_RUN_SUMMARY_TOP};
+    struct memprof_cli_symbolize s = {.quiet = o->quiet,
+                                      .format = o->format,
+                                      .summary_top = MEMPROF_RUN_SUMMARY_TOP,
+                                      .in_place = true};
     for (size_t i = 0; memprof_cli_run_deferred(o) && i < after->n; i++) {
         char path[PATH_MAX];
         s.summary = after->v[i].pid == (long)pid ? summary : NULL;
@@ -412,7 +414,8 @@ static void deliver(const struct run_options *o, struct paths *ps, struct run_fi
         struct memprof_cli_symbolize s = {.quiet = o->quiet,
                                           .format = o->format,
                                           .summary = summary,
-                                          .summary_top = MEMPROF_RUN_SUMMARY_TOP};
+                                          .summary_top = MEMPROF_RUN_SUMMARY_TOP,
+                                          .in_place = true};
         memprof_cli_symbolize_file(written, &s);
         memprof_cli_symbolize_end(&s);
     }

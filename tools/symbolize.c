@@ -85,7 +85,8 @@ int memprof_cli_symbolize_file(const char *path, struct memprof_cli_symbolize *s
     if (rc == 0 && s->summary && format != MEMPROF_FORMAT_PPROF)
         memprof_cli_write_summary(named, s->summary, s->summary_top);
     if (rc == 0 && (n || format != MEMPROF_FORMAT_PPROF) &&
-        memprof_cli_write_atomic(path, fill, &r) != 0)
+        (s->in_place ? memprof_cli_rewrite_in_place(path, fill, &r)
+                     : memprof_cli_write_atomic(path, fill, &r)) != 0)
         rc = -EIO;
     memprof__profile_symbolized_free(named);
     memprof__profile_free(p);
