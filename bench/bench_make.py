@@ -225,6 +225,11 @@ def main():
     with tempfile.TemporaryDirectory(prefix="memprof-bench-make-") as tmp:
         proj = os.path.join(tmp, "proj")
         generate(proj, args.files)
+        # Each run's profiles go to a directory of their own, removed at the end, not
+        # deleted between runs: on ext4, a file created where many were deleted in the last
+        # minutes scans past every one of them, so deleting each run's hundred files made
+        # the next runs' file creation (the processes' profiles) several times slower than a
+        # user's build ever sees (doc/performance.md, "Fifth pass").
         outdir = os.path.join(tmp, "profiles")
         os.mkdir(outdir)
         env = {k: v for k, v in os.environ.items()
@@ -232,7 +237,7 @@ def main():
         make = ["make", f"-j{args.jobs}", "-s"]
         configs = [("make", make)] + [
             ("memprof run -- make" + (f" ({os.path.dirname(os.path.dirname(c))})" if i else ""),
-             [c, "run", "-q", "-o", os.path.join(outdir, "make.pb.gz"), "--"] + make)
+             [c, "run", "-q", "-o", os.path.join(outdir, "{run}", "make.pb.gz"), "--"] + make)
             for i, c in enumerate(commands)]
         walls = {name: [] for name, _ in configs}
         cpus = {name: [] for name, _ in configs}
@@ -242,14 +247,16 @@ def main():
             log(f"round {r + 1}/{args.rounds}")
             k = r % len(configs)
             for name, cmd in configs[k:] + configs[:k]:
+                run_dir = os.path.join(outdir, f"{r}-{configs.index((name, cmd))}")
+                if name != "make":
+                    os.mkdir(run_dir)
+                cmd = [a.replace("{run}", os.path.basename(run_dir)) for a in cmd]
                 wall, cpu = timed(cmd, proj, env)
+                log(f"  {name}: wall {wall:.3f} s, CPU {cpu:.3f} s")
                 walls[name].append(wall)
                 cpus[name].append(cpu)
-                left = os.listdir(outdir)
                 if name != "make":
-                    files.append(len(left))
-                for f in left:
-                    os.unlink(os.path.join(outdir, f))
+                    files.append(len(os.listdir(run_dir)))
 
         base = configs[0][0]
         print(f"A generated C project ({args.files + 1} source files) built from clean with "
