@@ -91,12 +91,13 @@ static bool resolve_real(void)
      * comes from the object that provides malloc, which its code range tells (dladdr()
      * would scan the object's whole symbol table, ~50 us for libc's, in every process). */
     uintptr_t pv_lo, pv_hi, ma_lo, ma_hi;
-    void *m_probe = dlsym(RTLD_NEXT, "malloc");
-    if (real.pvalloc && (memprof__pf_text_range((const void *)real.pvalloc, &pv_lo, &pv_hi) != 0 ||
-                         memprof__pf_text_range(m_probe, &ma_lo, &ma_hi) != 0 || pv_lo != ma_lo))
+    void *real_malloc = next("malloc", 1); /* stored last: the early slot resolves until then */
+    if (real.pvalloc &&
+        (memprof__pf_text_range((const void *)real.pvalloc, &pv_lo, &pv_hi) != 0 ||
+         memprof__pf_text_range(real_malloc, &ma_lo, &ma_hi) != 0 || pv_lo != ma_lo))
         real.pvalloc = NULL;
     real.malloc_usable_size = next("malloc_usable_size", 1);
-    real.malloc = next("malloc", 1);
+    real.malloc = (void *(*)(size_t))real_malloc;
     memprof_atomic_store_release(&resolve_state, 2);
     return true;
 }
