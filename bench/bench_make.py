@@ -235,9 +235,8 @@ def main():
         env = {k: v for k, v in os.environ.items()
                if not k.startswith("MEMPROF_") and k != "LD_PRELOAD"}
         make = ["make", f"-j{args.jobs}", "-s"]
-        configs = [("make", make)] + [
-            ("memprof run -- make" + (f" ({os.path.dirname(os.path.dirname(c))})" if i else ""),
-             [c, "run", "-q", "-o", os.path.join(outdir, "{run}", "make.pb.gz"), "--"] + make)
+        configs = [("make", None)] + [
+            ("memprof run -- make" + (f" ({os.path.dirname(os.path.dirname(c))})" if i else ""), c)
             for i, c in enumerate(commands)]
         walls = {name: [] for name, _ in configs}
         cpus = {name: [] for name, _ in configs}
@@ -246,16 +245,18 @@ def main():
         for r in range(args.rounds):
             log(f"round {r + 1}/{args.rounds}")
             k = r % len(configs)
-            for name, cmd in configs[k:] + configs[:k]:
-                run_dir = os.path.join(outdir, f"{r}-{configs.index((name, cmd))}")
-                if name != "make":
+            for name, command in configs[k:] + configs[:k]:
+                cmd, run_dir = make, None
+                if command:
+                    run_dir = os.path.join(outdir, str(len(files)))
                     os.mkdir(run_dir)
-                cmd = [a.replace("{run}", os.path.basename(run_dir)) for a in cmd]
+                    cmd = [command, "run", "-q", "-o", os.path.join(run_dir, "make.pb.gz"),
+                           "--"] + make
                 wall, cpu = timed(cmd, proj, env)
                 log(f"  {name}: wall {wall:.3f} s, CPU {cpu:.3f} s")
                 walls[name].append(wall)
                 cpus[name].append(cpu)
-                if name != "make":
+                if run_dir:
                     files.append(len(os.listdir(run_dir)))
 
         base = configs[0][0]

@@ -337,7 +337,9 @@ uintptr_t memprof__pf_window(size_t size, size_t align)
      * kernel puts at its top (2^47 on x86_64, 2^48 or 2^39 on aarch64); the program's name
      * is on it (the caller may be on another stack, one the program allocated). */
     int local;
-    uintptr_t here = getauxval(AT_EXECFN) ? (uintptr_t)getauxval(AT_EXECFN) : (uintptr_t)&local;
+    uintptr_t here = (uintptr_t)getauxval(AT_EXECFN);
+    if (!here)
+        here = (uintptr_t)&local;
     uintptr_t top = (uintptr_t)1 << (64 - __builtin_clzll((unsigned long long)here));
     uintptr_t lo = top / 8, hi = top / 4;
     if (hi - lo < size + align)
