@@ -164,10 +164,10 @@ static bool free_is_ours(void)
     void *f = dlsym(RTLD_DEFAULT, "free");
     if (f == (void *)memprof_plugin_free)
         return true;
-    Dl_info info;
-    const ElfW(Sym) *sym = NULL;
-    return f && dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) && sym &&
-           sym->st_shndx == SHN_UNDEF;
+    /* The object holding f, asked through its hash table: dladdr1() found the nearest symbol
+     * by scanning all of them, 0.3 ms in every cc1 (a program that is not position-independent
+     * with 29,000 dynamic symbols). */
+    return f && memprof__preload_defines(f, "free") == 0;
 }
 
 /* Whether the plugin is the process's allocator with glibc's behind it, which the sample

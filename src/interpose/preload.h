@@ -49,6 +49,13 @@ struct memprof_retarget {
  * found and retargeted. Once, from the plugin's constructor. */
 bool memprof__preload_retarget_libc(const struct memprof_retarget *targets, size_t n);
 
+/* Whether the loaded object holding `addr` defines a symbol called `name` (of any type):
+ * 1 if it does, 0 if it does not (it may import it: a program that is not position-independent
+ * gives the functions whose address it takes its PLT stub as their address), -1 if no object
+ * holds `addr` or it has no symbol hash table. Looked up through the object's hash table, not
+ * dladdr1(), which scans every symbol of the object (preload_retarget.c). */
+int memprof__preload_defines(const void *addr, const char *name);
+
 /* One line on stderr, unless MEMPROF_QUIET=1 or descriptor 2 is no longer the stderr the
  * program started with (preload_env.c). */
 void memprof__preload_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

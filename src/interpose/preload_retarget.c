@@ -108,17 +108,18 @@ static bool store_all(const struct entries *e)
     return true;
 }
 
-/* libc's load bias and dynamic section, found by its program headers: dladdr1() would scan
- * libc's whole symbol table for the nearest symbol (~50 us), in every process. */
-struct libc_object {
+/* The load bias and dynamic section of the object holding `addr`, found by its program
+ * headers: dladdr1() would scan the object's whole symbol table for the nearest symbol
+ * (~50 us for libc), in every process. */
+struct object_at {
     uintptr_t addr, base;
     const ElfW(Dyn) * dyn;
 };
 
-static int find_libc(struct dl_phdr_info *info, size_t size, void *data)
+static int find_object(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
-    struct libc_object *o = data;
+    struct object_at *o = data;
     const ElfW(Dyn) *dyn = NULL;
     bool contains = false;
     for (int i = 0; i < info->dlpi_phnum; i++) {
@@ -138,8 +139,8 @@ static int find_libc(struct dl_phdr_info *info, size_t size, void *data)
 
 bool memprof__preload_retarget_libc(const struct memprof_retarget *targets, size_t n)
 {
-    struct libc_object libc = {.addr = (uintptr_t)gnu_get_libc_version};
-    if (!dl_iterate_phdr(find_libc, &libc) || !libc.dyn)
+    struct object_at libc = {.addr = (uintptr_t)gnu_get_libc_version};
+    if (!dl_iterate_phdr(find_object, &libc) || !libc.dyn)
         return false;
     uintptr_t base = libc.base;
     struct memprof_elf_dynamic d;
@@ -154,4 +155,23 @@ bool memprof__preload_retarget_libc(const struct memprof_retarget *targets, size
             return false;
     }
     return store_all(&e);
+}
+
+int memprof__preload_defines(const void *addr, const char *name)
+{
+    struct object_at o = {.addr = (uintptr_t)addr};
+    if (!dl_iterate_phdr(find_object, &o) || !o.dyn)
+        return -1;
+    struct memprof_elf_dynamic d;
+    memprof__elf_read_dynamic(o.base, o.dyn, &d);
+    struct memprof_elf_hash_walk w;
+    if (!d.symtab || !d.strtab || !memprof__elf_hash_begin(&w, &d, name))
+        return -1;
+    for (uint32_t i; memprof__elf_hash_next(&w, &i);) {
+        const ElfW(Sym) *sym = &d.symtab[i];
+        if (sym->st_shndx != SHN_UNDEF && sym->st_name < d.strsz &&
+            strcmp(d.strtab + sym->st_name, name) == 0)
+            return 1;
+    }
+    return 0;
 }
