@@ -11,15 +11,20 @@
 /* The largest stored block (its length is 16 bits). */
 #define BLOCK 65535u
 
-/* CRC-32 of RFC 1952 (reflected polynomial 0xEDB88320), bit by bit: a profile is written
- * once, and this path is the exception. */
+/* CRC-32 of RFC 1952 (reflected polynomial 0xEDB88320), four bits at a time: every process
+ * of a `memprof run` writes its raw profile through here, and bit by bit took ~0.1 ms for a
+ * cc1's 7 KiB; a 16-entry table (the remainder of each nibble) keeps it small and constant. */
 static uint32_t crc32_update(uint32_t crc, const unsigned char *p, size_t n)
 {
+    static const uint32_t nibble[16] = {0x00000000u, 0x1db71064u, 0x3b6e20c8u, 0x26d930acu,
+                                        0x76dc4190u, 0x6b6b51f4u, 0x4db26158u, 0x5005713cu,
+                                        0xedb88320u, 0xf00f9344u, 0xd6d6a3e8u, 0xcb61b38cu,
+                                        0x9b64c2b0u, 0x86d3d2d4u, 0xa00ae278u, 0xbdbdf21cu};
     crc = ~crc;
     while (n--) {
         crc ^= *p++;
-        for (int k = 0; k < 8; k++)
-            crc = crc >> 1 ^ (0xEDB88320u & -(crc & 1));
+        crc = crc >> 4 ^ nibble[crc & 15];
+        crc = crc >> 4 ^ nibble[crc & 15];
     }
     return ~crc;
 }

@@ -18,6 +18,9 @@
  * before any program code), and the __libc_free/__libc_realloc aliases, left as glibc's
  * so that code wanting glibc's own functions can still name them (a block of the sample
  * heap must not be passed to them).
+ *
+ * The same lookup through an object's hash table answers whether an object defines a name
+ * (memprof__preload_defines()), which the plugin asks of the global free at start.
  */
 #define _GNU_SOURCE
 #include "config.h"
