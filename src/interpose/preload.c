@@ -211,12 +211,6 @@ static bool retarget_libc(void)
 __attribute__((constructor(101))) static void preload_init(void)
 {
     resolve_real();
-    /* glibc's allocator sets itself up on its first call, and before glibc 2.37 that reads
-     * its tcache key with getrandom(), a cancellation point. With every sampled block in the
-     * sample heap, that first call could come late, in a thread with a pending
-     * pthread_cancel(), which would then die inside malloc (tests/stress/programs/cancel.c);
-     * so make it here, where no cancellation can be pending. */
-    real.free(real.malloc(1));
     memprof__backend_register();
     memprof__engine_own_code((const void *)preload_init);
     /* The engine's tables then map with one system call each (platform.h). */

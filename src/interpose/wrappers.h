@@ -37,12 +37,28 @@ struct memprof_allocator {
     bool no_sample_heap;
 };
 
+/* Whether `a` has been called once (memprof__heap_block()). */
+static _Atomic bool memprof__real_called;
+
 /* A block of the sample heap for a sampled request of `a`'s, or NULL (none, or `a`'s
- * blocks must stay its own). */
+ * blocks must stay its own). Before the first block, `a` is called once if the program has
+ * not called it yet: glibc's allocator sets itself up on its first call, and before glibc
+ * 2.37 that reads its tcache key with getrandom(), a cancellation point. Served from the
+ * sample heap, the program's first allocations would leave that call to a later one,
+ * perhaps in a thread with a pending pthread_cancel(), which would die inside malloc
+ * (tests/stress/programs/cancel.c). Made here, at the first sampled allocation, it comes
+ * where the program's own first call would have; a process that never allocates (a
+ * /bin/true) makes none, and pays no getrandom(), brk() or heap page at start. */
 static inline void *memprof__heap_block(const struct memprof_allocator *a, size_t n, size_t align,
                                         bool zero)
 {
-    return a->no_sample_heap ? NULL : memprof__sample_heap_alloc(n, align, zero);
+    if (a->no_sample_heap)
+        return NULL;
+    if (MEMPROF_UNLIKELY(!memprof_atomic_load_relaxed(&memprof__real_called))) {
+        a->free(a->malloc(1));
+        memprof_atomic_store_relaxed(&memprof__real_called, true);
+    }
+    return memprof__sample_heap_alloc(n, align, zero);
 }
 
 /* An allocation of the profiler's own on a thread whose guard is MEMPROF_GUARD_PRIVATE
@@ -52,9 +68,10 @@ static inline void *memprof__heap_block(const struct memprof_allocator *a, size_
  * allocator after all. */
 static inline void *memprof__private_alloc(const struct memprof_allocator *a, size_t n, bool zero)
 {
-    if (MEMPROF_LIKELY(memprof__tls.guard != MEMPROF_GUARD_PRIVATE) || n == 0)
+    if (MEMPROF_LIKELY(memprof__tls.guard != MEMPROF_GUARD_PRIVATE) || n == 0 ||
+        a->no_sample_heap)
         return NULL;
-    return memprof__heap_block(a, n, 0, zero);
+    return memprof__sample_heap_alloc(n, 0, zero);
 }
 
 /* The sampled halves of the hot wrappers, out of line: the unsampled case then ends in a
