@@ -41,8 +41,8 @@ struct memprof_allocator {
 static _Atomic bool memprof__real_called;
 
 /* A block of the sample heap for a sampled request of `a`'s, or NULL (none, or `a`'s
- * blocks must stay its own). Before the first block, `a` is called once if the program has
- * not called it yet: glibc's allocator sets itself up on its first call, and before glibc
+ * blocks must stay its own). Before the first block, `a` is called once (nothing changes if
+ * the program has called it already): glibc's allocator sets itself up on its first call, and before glibc
  * 2.37 that reads its tcache key with getrandom(), a cancellation point. Served from the
  * sample heap, the program's first allocations would leave that call to a later one,
  * perhaps in a thread with a pending pthread_cancel(), which would die inside malloc
