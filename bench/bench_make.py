@@ -16,8 +16,15 @@ With --compare-build-dir OTHER, a third configuration runs OTHER's command the s
 the same rounds (before and after a change, measured under the same load), and the ratios
 are given for it too.
 
-Usage: bench_make.py --build-dir DIR [--compare-build-dir OTHER] [--rounds N] [--files N]
-                     [--jobs N]
+With --breakdown, three more configurations in the same rounds split the cost of `memprof
+run` into its parts: the plugin loaded into every process but idle (MEMPROF_START=0: loading
+and the hooks), sampling at the default rate without writing anything, and sampling with
+each process writing its raw profile as under `memprof run` (MEMPROF_OUTPUT with %p,
+MEMPROF_SYMBOLIZE=0); what `memprof run` costs beyond the last is its command (the
+profiles named and rewritten after the build).
+
+Usage: bench_make.py --build-dir DIR [--compare-build-dir OTHER] [--breakdown] [--rounds N]
+                     [--files N] [--jobs N]
 Prints Markdown on stdout, progress on stderr. A benchmark: it asserts nothing.
 """
 
@@ -212,6 +219,7 @@ def main():
     ap.add_argument("--files", type=int, default=48)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--compare-build-dir")
+    ap.add_argument("--breakdown", action="store_true")
     args = ap.parse_args()
     commands = [os.path.join(os.path.abspath(d), "tools", "memprof")
                 for d in [args.build_dir] + ([args.compare_build_dir] if args.compare_build_dir
@@ -235,24 +243,41 @@ def main():
         env = {k: v for k, v in os.environ.items()
                if not k.startswith("MEMPROF_") and k != "LD_PRELOAD"}
         make = ["make", f"-j{args.jobs}", "-s"]
-        configs = [("make", None)] + [
-            ("memprof run -- make" + (f" ({os.path.dirname(os.path.dirname(c))})" if i else ""), c)
-            for i, c in enumerate(commands)]
-        walls = {name: [] for name, _ in configs}
-        cpus = {name: [] for name, _ in configs}
+        # (name, command or None, extra environment, whether every process writes a raw
+        # profile into the run's directory): a command runs make under `memprof run`;
+        # without one, make runs in the environment given (the breakdown's plugin
+        # configurations, LD_PRELOAD inherited by every process of the build).
+        configs = [("make", None, {}, False)] + [
+            ("memprof run -- make" + (f" ({os.path.dirname(os.path.dirname(c))})" if i else ""),
+             c, {}, False) for i, c in enumerate(commands)]
+        if args.breakdown:
+            plugin = os.path.join(os.path.dirname(os.path.dirname(commands[0])), "src",
+                                  "libmemprof-preload.so")
+            configs += [
+                ("plugin idle (MEMPROF_START=0)", None,
+                 {"LD_PRELOAD": plugin, "MEMPROF_START": "0"}, False),
+                ("plugin sampling, no output", None, {"LD_PRELOAD": plugin}, False),
+                ("plugin sampling, raw profile per process", None,
+                 {"LD_PRELOAD": plugin, "MEMPROF_SYMBOLIZE": "0", "MEMPROF_FORMAT": "pprof",
+                  "MEMPROF_WRITE_EMPTY": "0", "MEMPROF_QUIET": "1"}, True)]
+        walls = {name: [] for name, _, _, _ in configs}
+        cpus = {name: [] for name, _, _, _ in configs}
         files = []
         subprocess.run(make, cwd=proj, env=env, check=True)  # warm the page cache
         for r in range(args.rounds):
             log(f"round {r + 1}/{args.rounds}")
             k = r % len(configs)
-            for name, command in configs[k:] + configs[:k]:
-                cmd, run_dir = make, None
-                if command:
+            for name, command, extra, writes in configs[k:] + configs[:k]:
+                cmd, run_dir, run_env = make, None, dict(env, **extra)
+                if command or writes:
                     run_dir = os.path.join(outdir, str(len(files)))
                     os.mkdir(run_dir)
+                if command:
                     cmd = [command, "run", "-q", "-o", os.path.join(run_dir, "make.pb.gz"),
                            "--"] + make
-                wall, cpu = timed(cmd, proj, env)
+                if writes:
+                    run_env["MEMPROF_OUTPUT"] = os.path.join(run_dir, "memprof.%e.%p.pb.gz")
+                wall, cpu = timed(cmd, proj, run_env)
                 log(f"  {name}: wall {wall:.3f} s, CPU {cpu:.3f} s")
                 walls[name].append(wall)
                 cpus[name].append(cpu)
@@ -267,10 +292,10 @@ def main():
         print()
         print("| configuration | wall (s) | CPU (s) |")
         print("|---|---:|---:|")
-        for name, _ in configs:
+        for name, _, _, _ in configs:
             print(f"| {name} | {statistics.median(walls[name]):.3f} | "
                   f"{statistics.median(cpus[name]):.3f} |")
-        for prof, _ in configs[1:]:
+        for prof, _, _, _ in configs[1:]:
             print()
             wr = [p / b for p, b in zip(walls[prof], walls[base])]
             cr = [p / b for p, b in zip(cpus[prof], cpus[base])]
@@ -280,7 +305,7 @@ def main():
                   f"median of the per-round ratios: wall {statistics.median(wr):.3f}, "
                   f"CPU {statistics.median(cr):.3f}.")
         print()
-        print(f"Profile files per run: {statistics.median(files):.0f}.")
+        print(f"Profile files per run that writes them: {statistics.median(files):.0f}.")
 
 
 if __name__ == "__main__":

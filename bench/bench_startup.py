@@ -7,10 +7,10 @@ time is measured in each configuration: no preload at all; an empty preload libr
 floor any LD_PRELOAD tool pays: the loader maps and relocates one more object); the preload
 plugin at its defaults (MEMPROF_OUTPUT unset: it samples and writes nothing); the plugin
 idle (MEMPROF_START=0); and `memprof run` around the script, which follows children, so
-every process also writes its profile at exit. Configurations run in rounds, in an order
+every process that sampled also writes its profile at exit. Configurations run in rounds, in an order
 rotated every round (7 rounds, 3 with --quick); the table gives each configuration's median
-wall time, its ratio to no preload, and the time added per process beyond the empty
-preload library, and the same for CPU time (user + system of the script and every process
+wall time, its ratios to no preload and to the empty preload library, and the time added per
+process beyond the empty preload library, and the same for CPU time (user + system of the script and every process
 it waited for), which other work on a shared machine disturbs much less than wall time. It
 also lists the shared objects the plugin brings into every process.
 
@@ -141,17 +141,17 @@ def main():
               "empty preload library, divided by the processes the script starts (the shell "
               f"included: {n + 1}). CPU: user + system of the script and all it waited for.")
         print()
-        print("| configuration | wall (s) | ratio to no preload | ms per process beyond the "
-              "empty preload | CPU (s) | CPU ratio | CPU ms per process beyond the empty "
-              "preload |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
+        print("| configuration | wall (s) | ratio to no preload | ratio to the empty preload | "
+              "ms per process beyond the empty preload | CPU (s) | CPU ratio | CPU ms per "
+              "process beyond the empty preload |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for name, _, _ in configs:
             t = statistics.median(times[name])
             c = statistics.median(cpus[name])
             floor_row = name in ("no preload", "empty preload library")
             extra = "" if floor_row else f"{(t - floor) * 1000 / (n + 1):+.3f}"
             cpu_extra = "" if floor_row else f"{(c - cpu_floor) * 1000 / (n + 1):+.3f}"
-            print(f"| {name} | {t:.3f} | {t / none:.2f} | {extra} | {c:.3f} | "
+            print(f"| {name} | {t:.3f} | {t / none:.2f} | {t / floor:.2f} | {extra} | {c:.3f} | "
                   f"{c / cpu_none:.2f} | {cpu_extra} |")
         print()
         baseline = mapped_objects(base)
