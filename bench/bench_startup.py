@@ -7,12 +7,13 @@ time is measured in each configuration: no preload at all; an empty preload libr
 floor any LD_PRELOAD tool pays: the loader maps and relocates one more object); the preload
 plugin at its defaults (MEMPROF_OUTPUT unset: it samples and writes nothing); the plugin
 idle (MEMPROF_START=0); and `memprof run` around the script, which follows children, so
-every process that sampled also writes its profile at exit. Configurations run in rounds, in an order
-rotated every round (7 rounds, 3 with --quick); the table gives each configuration's median
-wall time, its ratios to no preload and to the empty preload library, and the time added per
-process beyond the empty preload library, and the same for CPU time (user + system of the script and every process
-it waited for), which other work on a shared machine disturbs much less than wall time. It
-also lists the shared objects the plugin brings into every process.
+every process that sampled also writes its profile at exit. Configurations run in rounds, in
+an order rotated every round (7 rounds, 3 with --quick); the table gives each
+configuration's median wall time, its ratios to no preload and to the empty preload library,
+and the time added per process beyond the empty preload library, and the same for CPU time
+(user + system of the script and every process it waited for), which other work on a shared
+machine disturbs much less than wall time. It also lists the shared objects the plugin
+brings into every process.
 
 With --compare-build-dir OTHER, OTHER's plugin (defaults) and `memprof run` join the same
 rounds (before and after a change, measured under the same load).

@@ -42,10 +42,10 @@ static _Atomic bool memprof__real_called;
 
 /* A block of the sample heap for a sampled request of `a`'s, or NULL (none, or `a`'s
  * blocks must stay its own). Before the first block, `a` is called once (nothing changes if
- * the program has called it already): glibc's allocator sets itself up on its first call, and before glibc
- * 2.37 that reads its tcache key with getrandom(), a cancellation point. Served from the
- * sample heap, the program's first allocations would leave that call to a later one,
- * perhaps in a thread with a pending pthread_cancel(), which would die inside malloc
+ * the program has called it already): glibc's allocator sets itself up on its first call, and
+ * before glibc 2.37 that reads its tcache key with getrandom(), a cancellation point. Served from
+ * the sample heap, the program's first allocations would leave that call to a later one, perhaps in
+ * a thread with a pending pthread_cancel(), which would die inside malloc
  * (tests/stress/programs/cancel.c). Made here, at the first sampled allocation, it comes
  * where the program's own first call would have; a process that never allocates (a
  * /bin/true) makes none, and pays no getrandom(), brk() or heap page at start. */
@@ -68,8 +68,7 @@ static inline void *memprof__heap_block(const struct memprof_allocator *a, size_
  * allocator after all. */
 static inline void *memprof__private_alloc(const struct memprof_allocator *a, size_t n, bool zero)
 {
-    if (MEMPROF_LIKELY(memprof__tls.guard != MEMPROF_GUARD_PRIVATE) || n == 0 ||
-        a->no_sample_heap)
+    if (MEMPROF_LIKELY(memprof__tls.guard != MEMPROF_GUARD_PRIVATE) || n == 0 || a->no_sample_heap)
         return NULL;
     return memprof__sample_heap_alloc(n, 0, zero);
 }

@@ -23,7 +23,7 @@
 #define MEMPROF_SYMBOLIZER_MODULE "libmemprof-symbolize.so"
 #define MEMPROF_SYMBOLIZER_ENTRY  "memprof__symbolizer_open"
 /* Changes whenever the table or the host change: a module of another build is refused. */
-#define MEMPROF_SYMBOLIZER_ABI (1u << 16 | (unsigned)sizeof(struct memprof_sym_frame))
+#define MEMPROF_SYMBOLIZER_ABI (2u << 16 | (unsigned)sizeof(struct memprof_sym_frame))
 
 struct Dwfl_Module;
 
@@ -44,6 +44,10 @@ struct memprof__symbolizer {
      * known, else 0. */
     unsigned (*process_frames)(uintptr_t addr, const char *path, struct memprof_sym_frame *frames,
                                unsigned max, uintptr_t *sym_offset);
+    /* Whether the symbol index process_frames() built for module `path` holds any function:
+     * its symbol table, or the dynamic one when the file has none, was read, so the same
+     * dynamic symbols through dladdr() can name nothing more (NULL without libdw). */
+    bool (*module_has_symbols)(const char *path);
     /* The same for file address `addr` of a module of a Dwfl another file reported
      * (memprof__sym_module_frames(), offline.h); NULL without libdw. */
     unsigned (*module_frames)(struct Dwfl_Module *mod, const char *key, uintptr_t addr,

@@ -148,6 +148,15 @@ static const char *symtab_lookup(const char *path, const void *mod, uintptr_t va
     return memprof__symtab_answer(f, vaddr, offset, system);
 }
 
+/* symbolizer.h: whether module `path`'s index holds any function. */
+static bool module_has_symbols(const char *path)
+{
+    const struct symtab *t = symtabs;
+    while (t && t->path != path)
+        t = t->next;
+    return t && t->n > 0;
+}
+
 static Dwfl *dwfl;
 static unsigned long long reported_adds = ~0ull;
 
@@ -447,6 +456,7 @@ memprof__symbolizer_open(const struct memprof__symbolizer_host *h)
         .abi = MEMPROF_SYMBOLIZER_ABI,
 #if HAVE_LIBDW
         .process_frames = process_frames,
+        .module_has_symbols = module_has_symbols,
         .module_frames = module_frames,
 #endif
         .demangle = memprof__demangle,
