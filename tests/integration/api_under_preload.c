@@ -51,6 +51,9 @@
  *                           its tables are mapped and the sample is live.
  *   snapshot-before-any-sample  same rate: a snapshot taken before any sample succeeds, with
  *                           no sample and an estimate of 0 B (the reader maps the tables).
+ *   no-heap-before-main     glibc's heap is untouched when main() starts: the plugin's start
+ *                           allocates nothing from it (a process that never allocates pays
+ *                           no set-up of glibc's allocator).
  *   one-engine              the program's API calls go to the plugin's copy of the library,
  *                           a dlopen("libmemprof.so.1") returns the plugin (its soname), and
  *                           no file libmemprof.so.1 is mapped: one engine in the process.
@@ -62,6 +65,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -599,6 +603,16 @@ static int one_engine(void)
     return 0;
 }
 
+/* mallinfo2() sets glibc's allocator up if nothing has, without allocating: its main arena
+ * then still has no memory. */
+static int no_heap_before_main(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    CHECK(mi.arena == 0 && mi.hblkhd == 0,
+          "glibc's heap holds %zu bytes and %zu mapped before main", mi.arena, mi.hblkhd);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -639,6 +653,8 @@ int main(int argc, char **argv)
         return tables_at_first_sample();
     if (!strcmp(mode, "snapshot-before-any-sample"))
         return snapshot_before_any_sample();
+    if (!strcmp(mode, "no-heap-before-main"))
+        return no_heap_before_main();
     fprintf(stderr, "unknown mode %s\n", mode);
     return 2;
 }
