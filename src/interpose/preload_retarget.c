@@ -36,11 +36,17 @@
 #include "loader/elf_dynamic.h"
 #include "interpose/preload.h"
 
-static bool is_named(const struct memprof_elf_dynamic *d, uint32_t i, const char *name)
+/* Whether entry i defines a symbol called `name`, of any type. */
+static bool defines_named(const struct memprof_elf_dynamic *d, uint32_t i, const char *name)
 {
     const ElfW(Sym) *sym = &d->symtab[i];
-    return sym->st_name < d->strsz && strcmp(d->strtab + sym->st_name, name) == 0 &&
-           sym->st_shndx != SHN_UNDEF && ELF64_ST_TYPE(sym->st_info) == STT_FUNC;
+    return sym->st_shndx != SHN_UNDEF && sym->st_name < d->strsz &&
+           strcmp(d->strtab + sym->st_name, name) == 0;
+}
+
+static bool is_named(const struct memprof_elf_dynamic *d, uint32_t i, const char *name)
+{
+    return defines_named(d, i, name) && ELF64_ST_TYPE(d->symtab[i].st_info) == STT_FUNC;
 }
 
 /* The entries to retarget and their new values, all found before any is written: the
@@ -170,11 +176,8 @@ int memprof__preload_defines(const void *addr, const char *name)
     struct memprof_elf_hash_walk w;
     if (!d.symtab || !d.strtab || !memprof__elf_hash_begin(&w, &d, name))
         return -1;
-    for (uint32_t i; memprof__elf_hash_next(&w, &i);) {
-        const ElfW(Sym) *sym = &d.symtab[i];
-        if (sym->st_shndx != SHN_UNDEF && sym->st_name < d.strsz &&
-            strcmp(d.strtab + sym->st_name, name) == 0)
+    for (uint32_t i; memprof__elf_hash_next(&w, &i);)
+        if (defines_named(&d, i, name))
             return 1;
-    }
     return 0;
 }

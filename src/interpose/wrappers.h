@@ -37,7 +37,8 @@ struct memprof_allocator {
     bool no_sample_heap;
 };
 
-/* Whether `a` has been called once (memprof__heap_block()). */
+/* Whether memprof__heap_block() has called the real allocator in front of the sample heap
+ * (glibc's: an allocator whose blocks must stay its own never gets there). */
 static _Atomic bool memprof__real_called;
 
 /* A block of the sample heap for a sampled request of `a`'s, or NULL (none, or `a`'s

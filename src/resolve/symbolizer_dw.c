@@ -125,15 +125,22 @@ static void load_symtab(struct symtab *t, const void *mod)
     memprof__symtab_sort(t);
 }
 
+/* The index of module `path` (interned), NULL before its first lookup. */
+static struct symtab *symtab_of(const char *path)
+{
+    struct symtab *t = symtabs;
+    while (t && t->path != path)
+        t = t->next;
+    return t;
+}
+
 /* Looks vaddr (a file address) up in the index of module `path`; `mod` is what the back
  * end needs to build the index. Returns the function's name, its spelling in *system. */
 static const char *symtab_lookup(const char *path, const void *mod, uintptr_t vaddr,
                                  uintptr_t *offset, const char **system)
 {
     *system = NULL;
-    struct symtab *t = symtabs;
-    while (t && t->path != path)
-        t = t->next;
+    struct symtab *t = symtab_of(path);
     if (!t) {
         if (!(t = calloc(1, sizeof *t)))
             return NULL;
@@ -151,9 +158,7 @@ static const char *symtab_lookup(const char *path, const void *mod, uintptr_t va
 /* symbolizer.h: whether module `path`'s index holds any function. */
 static bool module_has_symbols(const char *path)
 {
-    const struct symtab *t = symtabs;
-    while (t && t->path != path)
-        t = t->next;
+    const struct symtab *t = symtab_of(path);
     return t && t->n > 0;
 }
 
