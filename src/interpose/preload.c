@@ -47,6 +47,7 @@ static struct memprof_allocator real = {
     .free = early_free,
     .calloc = early_calloc,
     .realloc = early_realloc,
+    .frees_reach_us = memprof__preload_retarget_ready,
 };
 
 /* 0 = not resolved, 1 = resolving (allocations go to the bootstrap heap), 2 = resolved. */
@@ -191,9 +192,9 @@ static bool behind_glibc(void)
     return true;
 }
 
-/* Makes every later lookup of the functions that take a block back find the plugin, also
- * those that end in libc's own symbol table (preload_retarget.c). */
-static bool retarget_libc(void)
+/* Prepares every later lookup of the functions that take a block back to find the plugin,
+ * also those that end in libc's own symbol table (preload_retarget.c). */
+static bool prepare_retarget(void)
 {
     const struct memprof_retarget targets[] = {
         {"free", (void *)memprof_plugin_free, true},
@@ -205,7 +206,7 @@ static bool retarget_libc(void)
         {"free_sized", (void *)free_sized, false},
 #endif
     };
-    return memprof__preload_retarget_libc(targets, MEMPROF_ARRAY_SIZE(targets));
+    return memprof__preload_retarget_prepare(targets, MEMPROF_ARRAY_SIZE(targets));
 }
 
 __attribute__((constructor(101))) static void preload_init(void)
@@ -215,9 +216,12 @@ __attribute__((constructor(101))) static void preload_init(void)
     memprof__engine_own_code((const void *)preload_init);
     /* The engine's tables then map with one system call each (platform.h). */
     memprof__pf_no_future_locks();
-    /* Retargeting comes first: no block of the sample heap may exist before every lookup
-     * of free finds the plugin. */
-    memprof__preload_configure(behind_glibc() && retarget_libc());
+    /* No block of the sample heap may exist before every lookup of free finds the plugin:
+     * the sample heap asks memprof__preload_retarget_ready() before its first block. */
+    bool prepared = behind_glibc() && prepare_retarget();
+    if (!prepared)
+        memprof__preload_retarget_none();
+    memprof__preload_configure(prepared);
 }
 
 /* ---- the entry points ---------------------------------------------------------------- */

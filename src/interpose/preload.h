@@ -13,8 +13,8 @@
 
 /* Reads MEMPROF_* from the environment, initialises and starts the engine as configured,
  * and sets up the profile files. `sample_heap_ok`: the real allocator is glibc's and every
- * lookup of free finds the plugin, which the sample heap needs. Called once from the
- * plugin's constructor. */
+ * lookup of free can be made to find the plugin, which the sample heap needs. Called once
+ * from the plugin's constructor. */
 void memprof__preload_configure(bool sample_heap_ok);
 
 /* Takes the plugin out of the environment this program's children inherit: its LD_PRELOAD
@@ -43,11 +43,36 @@ struct memprof_retarget {
     void *fn;
     bool required; /* false: libc may not have it (cfree, free_sized) */
 };
-/* Points libc's dynamic-symbol entries for `targets` at the given functions,
- * so that lookups which end in libc's own table (RTLD_DEEPBIND libraries, dlsym on libc's
- * handle) find the plugin's (preload_retarget.c). Returns true if every required name was
- * found and retargeted. Once, from the plugin's constructor. */
-bool memprof__preload_retarget_libc(const struct memprof_retarget *targets, size_t n);
+/* Whether the plugin defines dlopen, dlmopen, dlsym and dlvsym (preload_dl.c: where it has
+ * their code, which must forward each call with the caller's own return address). */
+#if defined(__x86_64__)
+#define MEMPROF_PRELOAD_DL_HOOKS 1
+#else
+#define MEMPROF_PRELOAD_DL_HOOKS 0
+#endif
+
+/* Finds libc's dynamic-symbol entries for `targets` and the values that point them at the
+ * given functions, so that lookups which end in libc's own table (RTLD_DEEPBIND libraries,
+ * dlsym on libc's handle) will find the plugin's (preload_retarget.c). The entries are
+ * written by the first memprof__preload_retarget_ready() (at once where the plugin has no
+ * dlopen and dlsym of its own). Returns true if every required name was found (and, written
+ * at once, written). Once, from the plugin's constructor. */
+bool memprof__preload_retarget_prepare(const struct memprof_retarget *targets, size_t n);
+/* Says that there is nothing to write (the allocator behind the plugin is not glibc's, or
+ * the entries were not found). From the constructor. */
+void memprof__preload_retarget_none(void);
+/* Writes the prepared entries if nobody has (waiting while another thread of the process
+ * does). Returns true once they are written (or there was nothing to write); false if they
+ * could not be, or the caller interrupted their writing (a signal handler), or before the
+ * constructor prepared them; then no block may come from the sample heap. Asked before the
+ * first sampled block (wrappers.h: frees_reach_us). Thread-safe and async-signal-safe. */
+bool memprof__preload_retarget_ready(void);
+/* The state's low byte once written (preload_dl.c's fast path compares it). */
+#define MEMPROF_RETARGET_DONE 3
+
+/* The function `name` libc defines, found through its hash table (no loader lock), or NULL
+ * (preload_retarget.c). */
+void *memprof__preload_libc_function(const char *name);
 
 /* Whether the loaded object holding `addr` defines a symbol called `name` (of any type):
  * 1 if it does, 0 if it does not (it may import it: a program that is not position-independent

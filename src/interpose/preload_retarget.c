@@ -14,10 +14,20 @@
  * the entry holds (plugin function - libc base), modulo 2^64. The functions that hand out
  * blocks keep glibc's entries: a block glibc made is fine for the plugin's free.
  *
- * What it cannot change: references bound before it runs (the plugin's constructor runs
- * before any program code), and the __libc_free/__libc_realloc aliases, left as glibc's
- * so that code wanting glibc's own functions can still name them (a block of the sample
- * heap must not be passed to them).
+ * When. The entries are found at start (memprof__preload_retarget_prepare(): a few hash
+ * probes), but written only when first needed (memprof__preload_retarget_ready()): writing
+ * makes the pages holding them writable and copies each one (five page copies and two
+ * mprotect() calls, ~33 us, a twentieth of a /bin/true), which a process that never samples
+ * need not pay. Needed means either of: the first block of the sample heap (before it
+ * exists, no lookup can give glibc's free a block it must not see), and the first call into
+ * the dynamic loader's lookup functions from outside the plugin (dlopen, dlmopen, dlsym,
+ * dlvsym, which the plugin defines where it can: preload_dl.c), through which alone a lookup
+ * can end in libc's table after start. Whoever comes first writes; the others wait for it.
+ * Where the plugin cannot define those functions, the constructor writes at once.
+ *
+ * What it cannot change: references bound before the plugin's constructor runs, and the
+ * __libc_free/__libc_realloc aliases, left as glibc's so that code wanting glibc's own
+ * functions can still name them (a block of the sample heap must not be passed to them).
  *
  * The same lookup through an object's hash table answers whether an object defines a name
  * (memprof__preload_defines()), which the plugin asks of the global free at start.
@@ -29,12 +39,16 @@
 #include <elf.h>
 #include <gnu/libc-version.h>
 #include <link.h>
+#include <sched.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "loader/elf_dynamic.h"
+#include "common/atomic.h"
+#include "common/compiler.h"
 #include "interpose/preload.h"
+#include "loader/elf_dynamic.h"
 
 /* Whether entry i defines a symbol called `name`, of any type. */
 static bool defines_named(const struct memprof_elf_dynamic *d, uint32_t i, const char *name)
@@ -51,14 +65,34 @@ static bool is_named(const struct memprof_elf_dynamic *d, uint32_t i, const char
 
 /* The entries to retarget and their new values, all found before any is written: the
  * pages that hold them are then made writable once, with one mprotect() call before and one
- * after, instead of two per entry (ten in all, in every process). */
-#define MAX_ENTRIES 32
+ * after, instead of two per entry. (glibc has one version of each name on the architectures
+ * it supports; a few more would still fit.) */
+#define MAX_ENTRIES 12
 
 struct entries {
     ElfW(Sym) * sym[MAX_ENTRIES];
     ElfW(Addr) value[MAX_ENTRIES];
     unsigned n;
 };
+
+/* Found at start, written when needed. */
+static struct entries pending MEMPROF_START_DATA;
+
+/* memprof__preload_retarget_word: the state (RETARGET_*, the low byte, which preload_dl.c's
+ * code compares) and, while being written, the pid of the process writing (the high bits):
+ * a fork() child of a process in the middle of writing finds a pid not its own and writes
+ * again (the writes are the same, and end with the pages read-only). */
+enum {
+    RETARGET_UNPREPARED = 0, /* before the constructor: nothing to write yet */
+    RETARGET_PENDING = 1,    /* found, not written */
+    RETARGET_WRITING = 2,
+    RETARGET_DONE = MEMPROF_RETARGET_DONE, /* written, or nothing to write */
+    RETARGET_FAILED = 4,                   /* the sample heap must not be used */
+};
+_Atomic uint64_t memprof__preload_retarget_word MEMPROF_START_DATA;
+
+/* The thread writing, so that a signal handler interrupting it does not wait for itself. */
+static __thread bool writing;
 
 /* Adds each defined function symbol called `name` (every version of it), found through the
  * object's hash table (memprof__elf_hash_begin): a few probes per name instead of a scan of
@@ -146,7 +180,7 @@ static int find_object(struct dl_phdr_info *info, size_t size, void *data)
     return 1;
 }
 
-bool memprof__preload_retarget_libc(const struct memprof_retarget *targets, size_t n)
+bool memprof__preload_retarget_prepare(const struct memprof_retarget *targets, size_t n)
 {
     struct object_at libc = {.addr = (uintptr_t)gnu_get_libc_version};
     if (!dl_iterate_phdr(find_object, &libc) || !libc.dyn)
@@ -156,14 +190,73 @@ bool memprof__preload_retarget_libc(const struct memprof_retarget *targets, size
     memprof__elf_read_dynamic(base, libc.dyn, &d);
     if (!d.symtab || !d.strtab)
         return false;
-    struct entries e = {.n = 0};
+    pending.n = 0;
     for (size_t t = 0; t < n; t++) {
-        int found =
-            find_named(&d, targets[t].name, (ElfW(Addr))((uintptr_t)targets[t].fn - base), &e);
+        int found = find_named(&d, targets[t].name, (ElfW(Addr))((uintptr_t)targets[t].fn - base),
+                               &pending);
         if (found < 0 || (targets[t].required && found == 0))
             return false;
     }
-    return store_all(&e);
+    memprof_atomic_store_release(&memprof__preload_retarget_word, RETARGET_PENDING);
+#if !MEMPROF_PRELOAD_DL_HOOKS
+    /* Without the plugin's own dlopen and dlsym, a lookup could end in libc's table at any
+     * time from now on, unseen: write at once. */
+    return memprof__preload_retarget_ready();
+#else
+    return true;
+#endif
+}
+
+void memprof__preload_retarget_none(void)
+{
+    memprof_atomic_store_release(&memprof__preload_retarget_word, RETARGET_DONE);
+}
+
+/* Writes the pending entries, or waits for the thread that does. */
+static bool write_or_wait(void)
+{
+    for (;;) {
+        uint64_t w = memprof_atomic_load_acquire(&memprof__preload_retarget_word);
+        unsigned state = (unsigned)(w & 0xff);
+        if (state == RETARGET_DONE)
+            return true;
+        if (state == RETARGET_FAILED || state == RETARGET_UNPREPARED)
+            return false;
+        uint64_t me = (uint64_t)getpid() << 8;
+        if (state == RETARGET_WRITING && (w & ~(uint64_t)0xff) == me) {
+            if (writing)
+                return false; /* a signal handler of the writing thread */
+            sched_yield();
+            continue;
+        }
+        /* Pending, or being written by the process this one was forked from. */
+        if (!memprof_atomic_cas_seqcst(&memprof__preload_retarget_word, &w, me | RETARGET_WRITING))
+            continue;
+        writing = true;
+        bool ok = store_all(&pending);
+        writing = false;
+        memprof_atomic_store_release(&memprof__preload_retarget_word,
+                                     ok ? RETARGET_DONE : RETARGET_FAILED);
+        return ok;
+    }
+}
+
+bool memprof__preload_retarget_ready(void)
+{
+    uint64_t w = memprof_atomic_load_acquire(&memprof__preload_retarget_word);
+    if (MEMPROF_LIKELY((w & 0xff) == RETARGET_DONE))
+        return true;
+    return write_or_wait();
+}
+
+void *memprof__preload_libc_function(const char *name)
+{
+    struct object_at libc = {.addr = (uintptr_t)gnu_get_libc_version};
+    if (!dl_iterate_phdr(find_object, &libc) || !libc.dyn)
+        return NULL;
+    struct memprof_elf_dynamic d;
+    memprof__elf_read_dynamic(libc.base, libc.dyn, &d);
+    return (void *)memprof__elf_lookup(libc.base, &d, name);
 }
 
 int memprof__preload_defines(const void *addr, const char *name)

@@ -35,30 +35,51 @@ struct memprof_allocator {
      * library's own malloc family under the GOT start), whose free() would not take a block
      * of the sample heap. Zero: sampled blocks may come from the sample heap. */
     bool no_sample_heap;
+    /* NULL, or whether every free of a sampled block will reach the profiler: the preload
+     * plugin first has libc's own entries name its functions (preload_retarget.c). Asked
+     * before each sampled block until it says yes, and before each private block; while it
+     * says no, the sample heap serves none. */
+    bool (*frees_reach_us)(void);
 };
 
-/* Whether memprof__heap_block() has called the real allocator in front of the sample heap
- * (glibc's: an allocator whose blocks must stay its own never gets there). */
+static inline bool memprof__frees_reach_us(const struct memprof_allocator *a)
+{
+    return !a->frees_reach_us || a->frees_reach_us();
+}
+
+/* Whether memprof__first_block() has been through (glibc's allocator behind: an allocator
+ * whose blocks must stay its own never gets there). */
 static _Atomic bool memprof__real_called;
 
-/* A block of the sample heap for a sampled request of `a`'s, or NULL (none, or `a`'s
- * blocks must stay its own). Before the first block, `a` is called once (nothing changes if
- * the program has called it already): glibc's allocator sets itself up on its first call, and
- * before glibc 2.37 that reads its tcache key with getrandom(), a cancellation point. Served from
- * the sample heap, the program's first allocations would leave that call to a later one, perhaps in
- * a thread with a pending pthread_cancel(), which would die inside malloc
+/* What comes before the first sampled block of glibc's allocator, from the sample heap or
+ * not: `a`'s frees_reach_us() (which then says no more than yes or no: false, and the
+ * sample heap serves nothing until it says yes), and one call of `a` (nothing changes if the
+ * program has called it already): glibc's allocator sets itself up on its first call, and
+ * before glibc 2.37 that reads its tcache key with getrandom(), a cancellation point. Served
+ * from the sample heap, the program's first allocations would leave that call to a later
+ * one, perhaps in a thread with a pending pthread_cancel(), which would die inside malloc
  * (tests/stress/programs/cancel.c). Made here, at the first sampled allocation, it comes
  * where the program's own first call would have; a process that never allocates (a
- * /bin/true) makes none, and pays no getrandom(), brk() or heap page at start. */
+ * /bin/true) makes none, and pays no getrandom(), brk() or heap page at start. Returns
+ * whether the sample heap may serve the block. */
+static inline bool memprof__first_block(const struct memprof_allocator *a)
+{
+    if (MEMPROF_LIKELY(memprof_atomic_load_relaxed(&memprof__real_called)))
+        return true;
+    if (a->no_sample_heap || !memprof__frees_reach_us(a))
+        return false;
+    a->free(a->malloc(1));
+    memprof_atomic_store_relaxed(&memprof__real_called, true);
+    return true;
+}
+
+/* A block of the sample heap for a sampled request of `a`'s, or NULL (none, or `a`'s
+ * blocks must stay its own). */
 static inline void *memprof__heap_block(const struct memprof_allocator *a, size_t n, size_t align,
                                         bool zero)
 {
-    if (a->no_sample_heap)
+    if (a->no_sample_heap || !memprof__first_block(a))
         return NULL;
-    if (MEMPROF_UNLIKELY(!memprof_atomic_load_relaxed(&memprof__real_called))) {
-        a->free(a->malloc(1));
-        memprof_atomic_store_relaxed(&memprof__real_called, true);
-    }
     return memprof__sample_heap_alloc(n, align, zero);
 }
 
@@ -69,7 +90,8 @@ static inline void *memprof__heap_block(const struct memprof_allocator *a, size_
  * allocator after all. */
 static inline void *memprof__private_alloc(const struct memprof_allocator *a, size_t n, bool zero)
 {
-    if (MEMPROF_LIKELY(memprof__tls.guard != MEMPROF_GUARD_PRIVATE) || n == 0 || a->no_sample_heap)
+    if (MEMPROF_LIKELY(memprof__tls.guard != MEMPROF_GUARD_PRIVATE) || n == 0 ||
+        a->no_sample_heap || !memprof__frees_reach_us(a))
         return NULL;
     return memprof__sample_heap_alloc(n, 0, zero);
 }
@@ -203,6 +225,8 @@ memprof__posix_memalign_sampled(const struct memprof_allocator *a, void **out, s
     int rc = 0;
     if (memprof__sheap_alignment(align) && align >= sizeof(void *))
         p = memprof__heap_block(a, n, align, false);
+    else
+        (void)memprof__first_block(a);
     if (p)
         *out = p;
     else
@@ -219,7 +243,11 @@ memprof__aligned_sampled(const struct memprof_allocator *a, void *(*real)(size_t
     int saved;
     if (!memprof__sample_begin(n, &saved))
         return real(align, n);
-    void *p = memprof__sheap_alignment(align) ? memprof__heap_block(a, n, align, false) : NULL;
+    void *p = NULL;
+    if (memprof__sheap_alignment(align))
+        p = memprof__heap_block(a, n, align, false);
+    else
+        (void)memprof__first_block(a);
     if (!p)
         p = real(align, n);
     memprof__sample_end(p, n, saved);

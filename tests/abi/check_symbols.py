@@ -15,8 +15,9 @@ libmemprof-preload.so, which carries the library (src/preload.map.in), must expo
   * at the base version (no version: so they interpose glibc's), allocator entry points,
     mlockall (which must not fault in the profiler's tables:
     src/interpose/preload_resources.c), prctl and syscall (seccomp filters:
-    src/interpose/preload_sandbox.c), unshare and setns, and malloc, free, calloc, realloc
-    among them;
+    src/interpose/preload_sandbox.c), unshare and setns, the dynamic loader's lookup
+    functions dlopen, dlmopen, dlsym and dlvsym (src/interpose/preload_dl.c, x86_64), and
+    malloc, free, calloc, realloc among them;
   * every public symbol of libmemprof.so.1 at the same version, and no other versioned
     symbol but the MEMPROF_PRIVATE entry points its version script lists.
 
@@ -45,6 +46,9 @@ ALLOCATOR_ENTRY_POINTS = {
 # installs a seccomp filter, prctl(PR_SET_SECCOMP) and syscall(SYS_seccomp), so the profiler
 # finishes its one-time work first (src/interpose/preload_sandbox.c).
 MEMORY_CALLS = {"mlockall", "prctl", "syscall"}
+# ... and the lookups that can end in libc's own symbol table, before the first of which libc's
+# entries for free and its kin are made to name the plugin's (src/interpose/preload_dl.c).
+LOOKUP_CALLS = {"dlopen", "dlmopen", "dlsym", "dlvsym"}
 
 failures = []
 
@@ -205,9 +209,9 @@ def check_preload(args):
         if version is None:
             # The interposed calls keep the base version: a versioned malloc would not
             # interpose the program's malloc@GLIBC_2.2.5.
-            if sym not in ALLOCATOR_ENTRY_POINTS | MEMORY_CALLS | THREAD_CALLS:
+            if sym not in ALLOCATOR_ENTRY_POINTS | MEMORY_CALLS | THREAD_CALLS | LOOKUP_CALLS:
                 fail(f"the preload plugin exports {sym}, which is not an allocator entry point, "
-                     "a call about the process's memory nor part of the library's API")
+                     "a call it hooks nor part of the library's API")
         elif version == PRIVATE_NODE:
             if sym not in private:
                 fail(f"the preload plugin exports {sym}@{version}, which its version script "

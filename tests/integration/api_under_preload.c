@@ -54,6 +54,13 @@
  *   no-heap-before-main     glibc's heap is untouched when main() starts: the plugin's start
  *                           allocates nothing from it (a process that never allocates pays
  *                           no set-up of glibc's allocator).
+ *   libc-entries-written-at-first-lookup  at a rate of 256 MiB (nothing sampled before main):
+ *                           libc's dynamic-symbol entry for free is unwritten when main()
+ *                           starts (its page is still the file's); the program's first dlsym()
+ *                           writes it before the lookup, which through libc's handle then
+ *                           finds the plugin's free.
+ *   libc-entries-written-at-first-sample  same rate: blocks of 64 MiB until one is sampled;
+ *                           libc's entry for free names the plugin's by then.
  *   one-engine              the program's API calls go to the plugin's copy of the library,
  *                           a dlopen("libmemprof.so.1") returns the plugin (its soname), and
  *                           no file libmemprof.so.1 is mapped: one engine in the process.
@@ -65,8 +72,10 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <link.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -613,6 +622,115 @@ static int no_heap_before_main(void)
     return 0;
 }
 
+/* libc's dynamic-symbol entry for free, found without the dynamic loader's lookup functions
+ * (whose first call writes it): libc's symbol table, read from its first entry to its string
+ * table (which follows it in every glibc build). Also gives libc's load bias. */
+struct libc_entry {
+    ElfW(Sym) * sym;
+    uintptr_t base;
+};
+
+static int find_libc_free(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    if (!strstr(info->dlpi_name, "/libc.so"))
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        if (info->dlpi_phdr[i].p_type != PT_DYNAMIC)
+            continue;
+        ElfW(Sym) *symtab = NULL;
+        const char *strtab = NULL;
+        for (ElfW(Dyn) *d = (ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+             d->d_tag != DT_NULL; d++) {
+            if (d->d_tag == DT_SYMTAB)
+                symtab = (ElfW(Sym) *)d->d_un.d_ptr; /* relocated by the loader */
+            else if (d->d_tag == DT_STRTAB)
+                strtab = (const char *)d->d_un.d_ptr;
+        }
+        for (ElfW(Sym) *s = symtab; s && strtab && (const char *)s < strtab; s++)
+            if (s->st_shndx != SHN_UNDEF && !strcmp(strtab + s->st_name, "free")) {
+                struct libc_entry *e = data;
+                e->sym = s;
+                e->base = info->dlpi_addr;
+                return 1;
+            }
+    }
+    return 0;
+}
+
+static ElfW(Sym) * libc_free_entry(uintptr_t *base)
+{
+    struct libc_entry f = {NULL, 0};
+    dl_iterate_phdr(find_libc_free, &f);
+    CHECK(f.sym != NULL, "libc's dynamic-symbol entry for free not found");
+    *base = f.base;
+    return f.sym;
+}
+
+/* Kilobytes of the mapping holding `addr` that are the process's own copy of the file's
+ * pages (smaps' Anonymous), -1 if no mapping holds it. */
+static long private_kb_at(const void *addr)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    CHECK(f != NULL, "/proc/self/smaps: %s", strerror(errno));
+    char line[512];
+    bool in = false;
+    long kb = -1;
+    while (fgets(line, sizeof line, f)) {
+        uintptr_t lo, hi;
+        if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " ", &lo, &hi) == 2 && strchr(line, ' ')) {
+            in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+            continue;
+        }
+        if (in && sscanf(line, "Anonymous: %ld kB", &kb) == 1)
+            break;
+    }
+    fclose(f);
+    return kb;
+}
+
+static int libc_entries_written_at_first_lookup(void)
+{
+    CHECK(stats().total_samples == 0, "a sample before main");
+    uintptr_t base;
+    ElfW(Sym) *entry = libc_free_entry(&base);
+    long before = private_kb_at(&entry->st_value);
+    CHECK(before == 0, "libc's entry for free was written at start (%ld kB of its mapping copied)",
+          before);
+    void (*global_free)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "free");
+    CHECK(private_kb_at(&entry->st_value) > 0,
+          "the program's first dlsym() did not write libc's entry for free");
+    CHECK(base + entry->st_value == (uintptr_t)global_free,
+          "libc's entry for free does not name the plugin's");
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    CHECK(libc != NULL, "dlopen(libc.so.6, RTLD_NOLOAD): %s", dlerror());
+    CHECK(dlsym(libc, "free") == (void *)global_free,
+          "dlsym on libc's handle does not find the plugin's free");
+    dlclose(libc);
+    return 0;
+}
+
+static int libc_entries_written_at_first_sample(void)
+{
+    CHECK(stats().total_samples == 0, "a sample before main");
+    uintptr_t base;
+    ElfW(Sym) *entry = libc_free_entry(&base);
+    uintptr_t at_start = base + entry->st_value;
+    void *block = NULL;
+    for (int i = 0; i < 1000 && stats().total_samples == 0; i++) {
+        free(block);
+        block = malloc(BIG_BLOCK);
+        CHECK(block != NULL, "malloc(64 MiB) failed");
+    }
+    CHECK(stats().live_samples == 1, "no block sampled");
+    uintptr_t now = base + entry->st_value;
+    free(block);
+    CHECK(now == (uintptr_t)dlsym(RTLD_DEFAULT, "free"),
+          "libc's entry for free does not name the plugin's after the first sample");
+    CHECK(at_start != now, "libc's entry for free named the plugin's already at start");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -655,6 +773,10 @@ int main(int argc, char **argv)
         return snapshot_before_any_sample();
     if (!strcmp(mode, "no-heap-before-main"))
         return no_heap_before_main();
+    if (!strcmp(mode, "libc-entries-written-at-first-lookup"))
+        return libc_entries_written_at_first_lookup();
+    if (!strcmp(mode, "libc-entries-written-at-first-sample"))
+        return libc_entries_written_at_first_sample();
     fprintf(stderr, "unknown mode %s\n", mode);
     return 2;
 }

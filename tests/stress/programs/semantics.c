@@ -508,6 +508,18 @@ static void libc_handle_lookups(void)
     dlclose(libc);
 }
 
+/* dlsym() answers for its caller, also when the plugin defines it (to forward each call):
+ * RTLD_NEXT from the program finds the next definition after the program's, which under
+ * the plugin is the plugin's, and without the profiler (or under the GOT start) glibc's. */
+static void rtld_next_from_the_program(void)
+{
+    void *next = dlsym(RTLD_NEXT, "malloc");
+    CHECK(next != NULL && next == dlsym(RTLD_DEFAULT, "malloc"),
+          "dlsym(RTLD_NEXT, malloc) from the program = %p, the global malloc is %p", next,
+          dlsym(RTLD_DEFAULT, "malloc"));
+    printf("dlsym(RTLD_NEXT) from the program: the global malloc, as without the profiler\n");
+}
+
 static void *first_in_thread(void *arg)
 {
     int which = (int)(intptr_t)arg;
@@ -580,6 +592,7 @@ int main(int argc, char **argv)
     calloc_zeroes_recycled(rounds);
     first_call_of_thread_and_child();
     libc_handle_lookups();
+    rtld_next_from_the_program();
     if (prog_profiled()) {
         memprof_stats s = prog_stats();
         printf("%" PRIu64 " samples taken, %" PRIu64 " live\n", s.total_samples, s.live_samples);
