@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stddef.h>
@@ -51,7 +52,9 @@ static struct {
 static void record_stderr(void)
 {
     struct stat st;
-    stderr_at_start.known = fstat(STDERR_FILENO, &st) == 0;
+    /* fstat() would pass the kernel glibc's own empty path, on a page of libc that nothing
+     * else reads at start (a page fault, in every process). */
+    stderr_at_start.known = fstatat(STDERR_FILENO, "", &st, AT_EMPTY_PATH) == 0;
     stderr_at_start.dev = st.st_dev;
     stderr_at_start.ino = st.st_ino;
 }
