@@ -21,6 +21,7 @@
 #if HAVE_LIBDW
 #include <elfutils/libdwfl.h>
 
+#include "resolve/debugcache.h"
 #include "resolve/debugfind.h"
 #if HAVE_DEBUGINFOD
 #include <dlfcn.h>
@@ -134,7 +135,8 @@ static debuginfod_client *client(struct memprof_offline *o)
 #endif
 
 /* find_debuginfo for a module reported offline: the local search with the configured
- * directories, then debuginfod. */
+ * directories, then debuginfod; a file with compressed DWARF is read from (and if need be
+ * first written to) the cache of decompressed copies. */
 static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
                           const char *file_name, const char *debuglink, GElf_Word crc,
                           char **debuginfo_file_name)
@@ -156,7 +158,7 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
             free(path);
     }
 #endif
-    return fd < 0 ? -1 : fd;
+    return fd < 0 ? -1 : memprof__debug_cache(fd, debuginfo_file_name, true);
 }
 
 static int no_find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,

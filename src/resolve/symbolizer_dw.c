@@ -23,6 +23,7 @@
 #endif
 
 #include "common/hash.h"
+#include "resolve/debugcache.h"
 #include "resolve/debugfind.h"
 #include "resolve/demangle.h"
 #include "resolve/symtab.h"
@@ -174,13 +175,15 @@ static int adds_cb(struct dl_phdr_info *info, size_t size, void *data)
 
 /* (Re)reads the process's modules when objects were loaded since the last report. */
 /* Separate debug files from this machine only (symbols.h: libdw's standard search would
- * ask the servers of DEBUGINFOD_URLS from inside the profiled program). */
+ * ask the servers of DEBUGINFOD_URLS from inside the profiled program), read from the cache
+ * of decompressed copies where the command made one (debugcache.h; never written here). */
 static int find_local_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
                                 Dwarf_Addr base, const char *file_name, const char *debuglink,
                                 GElf_Word crc, char **debuginfo_file_name)
 {
     (void)userdata, (void)modname, (void)base, (void)crc;
-    return memprof__debug_find(mod, file_name, debuglink, NULL, 0, debuginfo_file_name);
+    int fd = memprof__debug_find(mod, file_name, debuglink, NULL, 0, debuginfo_file_name);
+    return memprof__debug_cache(fd, debuginfo_file_name, false);
 }
 
 static void dwfl_refresh(void)

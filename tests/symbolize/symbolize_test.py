@@ -20,6 +20,11 @@ checks that the profile's largest site is named big_block at that line, however 
                MEMPROF_DEBUGINFOD=1 it does connect (so the check can see a connection).
   run          `memprof run` has the program write raw addresses and writes the named profile
                itself after the program exits, as pprof and in another format (text).
+  cache        a stripped program whose debug file has its DWARF compressed: `report
+               --symbolize` names it and leaves a decompressed copy in MEMPROF_CACHE_DIR
+               (else $XDG_CACHE_HOME/memprof), which it and the profiled process itself then
+               read instead of the file (shown by a file that lost its line table: the names
+               keep their lines only through the copy); MEMPROF_CACHE_DIR= writes nothing.
 
 usage: symbolize_test.py CASE MEMPROF PLUGIN PROGRAM [more programs]
 Exit status 77 means skipped (go, addr2line or libdebuginfod missing).
@@ -404,6 +409,108 @@ def case_run(memprof, plugin, progs):
     return 0
 
 
+def compressed_sections(elf):
+    """The names of the sections of `elf` that are compressed (readelf's flag C)."""
+    r = subprocess.run(["readelf", "-SW", elf], capture_output=True, text=True)
+    out = []
+    for line in r.stdout.splitlines():
+        if "]" not in line:
+            continue
+        t = line.split("]", 1)[1].split()
+        if len(t) == 10 and "C" in t[6]:
+            out.append(t[0])
+    return out
+
+
+def with_env(extra, fn):
+    """fn() with os.environ changed by `extra` (None removes a variable)."""
+    saved = {k: os.environ.get(k) for k in extra}
+    try:
+        for k, v in extra.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        return fn()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def case_cache(memprof, plugin, progs):
+    """progs: a program with debug information and the same stripped."""
+    full, stripped = progs
+    objcopy = shutil.which("objcopy")
+    if not objcopy:
+        print("SKIP: no objcopy")
+        return SKIP
+    with tempfile.TemporaryDirectory() as tmp:
+        bid = build_id(full)
+        # The stripped program with a debug link to a compressed debug file beside it, where
+        # the profiled process looks too.
+        prog = os.path.join(tmp, "prog")
+        zdebug = os.path.join(tmp, "prog.debug")
+        subprocess.run([objcopy, "--only-keep-debug", "--compress-debug-sections=zlib", full,
+                        zdebug], check=True)
+        if ".debug_info" not in compressed_sections(zdebug):
+            fail("objcopy did not compress the debug file's DWARF")
+        subprocess.run([objcopy, "--add-gnu-debuglink=" + zdebug, stripped, prog], check=True)
+        named, raw = os.path.join(tmp, "named.pb.gz"), os.path.join(tmp, "raw.pb.gz")
+        profile(plugin, full, named, {})
+        profile(plugin, prog, raw, {"MEMPROF_SYMBOLIZE": "0"})
+        cache = os.path.join(tmp, "cache")
+        entry = os.path.join(cache, "debug", bid + ".debug")
+        with_env({"MEMPROF_CACHE_DIR": cache},
+                 lambda: compare(memprof, named, raw, [], "compressed debug file"))
+        if not os.path.exists(entry):
+            fail("no decompressed copy %s after report --symbolize" % entry)
+        if compressed_sections(entry) or build_id(entry) != bid:
+            fail("the copy %s: compressed %s, build id %s" %
+                 (entry, compressed_sections(entry), build_id(entry)))
+        # The debug file loses its line table (same build id, still compressed): only the
+        # copy can give the sites their lines now.
+        subprocess.run([objcopy, "--remove-section=.debug_line", zdebug], check=True)
+        if not compressed_sections(zdebug) or build_id(zdebug) != bid:
+            fail("the debug file without its line table is not what the check needs")
+        with_env({"MEMPROF_CACHE_DIR": cache},
+                 lambda: compare(memprof, named, raw, [], "compressed debug file, cached copy"))
+        off, text = with_env({"MEMPROF_CACHE_DIR": ""},
+                             lambda: sites(memprof, raw, ["--symbolize"]))
+        # Named from the symbol table alone ("big_block+0x11"), without a line.
+        big = [s for s in off if s and s[0][0].startswith("big_block")]
+        if not big or big[0][0][2] == marked_line("BIG"):
+            fail("MEMPROF_CACHE_DIR= still read the copy (or the check sees nothing): %s" % big,
+                 text)
+        # The profiled process reads the copy too, and never writes one.
+        inproc = os.path.join(tmp, "inproc.pb.gz")
+        profile(plugin, prog, inproc, {"MEMPROF_CACHE_DIR": cache})
+        w, g = site_with_leaf(sites(memprof, named)[0], "big_block"), \
+            site_with_leaf(sites(memprof, inproc)[0], "big_block")
+        if not g or own_frames(w) != own_frames(g):
+            fail("the profiled process did not read the copy: %s, named %s" % (g, w))
+        other = os.path.join(tmp, "other-cache")
+        profile(plugin, prog, os.path.join(tmp, "inproc2.pb.gz"), {"MEMPROF_CACHE_DIR": other})
+        if os.path.exists(other):
+            fail("the profiled process wrote to the cache %s" % other)
+        # The default place, and none when turned off.
+        xdg, home = os.path.join(tmp, "xdg"), os.path.join(tmp, "home")
+        os.makedirs(home)
+        with_env({"MEMPROF_CACHE_DIR": None, "XDG_CACHE_HOME": xdg},
+                 lambda: sites(memprof, raw, ["--symbolize"]))
+        if not os.path.exists(os.path.join(xdg, "memprof", "debug", bid + ".debug")):
+            fail("no copy under $XDG_CACHE_HOME/memprof/debug")
+        with_env({"MEMPROF_CACHE_DIR": "", "XDG_CACHE_HOME": None, "HOME": home},
+                 lambda: sites(memprof, raw, ["--symbolize"]))
+        if os.listdir(home):
+            fail("MEMPROF_CACHE_DIR= wrote %s" % os.listdir(home))
+        print("compressed debug file: named, copied decompressed to the cache, the copy read "
+              "by report --symbolize and by the process")
+    return 0
+
+
 def connections(plugin, prog, tmp, extra):
     """How many connections the profiled program made to a socket DEBUGINFOD_URLS names."""
     srv = socket.socket()
@@ -449,7 +556,8 @@ def debuginfod_available():
 def main():
     case, memprof, plugin, progs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
     cases = {"pprof-local": case_pprof_local, "no-network": case_no_network,
-             "offline": case_offline, "debuginfod": case_debuginfod, "run": case_run}
+             "offline": case_offline, "debuginfod": case_debuginfod, "run": case_run,
+             "cache": case_cache}
     sys.exit(cases[case](memprof, plugin, progs))
 
 
