@@ -52,16 +52,15 @@ static inline bool memprof__frees_reach_us(const struct memprof_allocator *a)
 static _Atomic bool memprof__real_called;
 
 /* What comes before the first sampled block of glibc's allocator, from the sample heap or
- * not: `a`'s frees_reach_us() (which then says no more than yes or no: false, and the
- * sample heap serves nothing until it says yes), and one call of `a` (nothing changes if the
- * program has called it already): glibc's allocator sets itself up on its first call, and
- * before glibc 2.37 that reads its tcache key with getrandom(), a cancellation point. Served
- * from the sample heap, the program's first allocations would leave that call to a later
- * one, perhaps in a thread with a pending pthread_cancel(), which would die inside malloc
- * (tests/stress/programs/cancel.c). Made here, at the first sampled allocation, it comes
- * where the program's own first call would have; a process that never allocates (a
- * /bin/true) makes none, and pays no getrandom(), brk() or heap page at start. Returns
- * whether the sample heap may serve the block. */
+ * not: `a`'s frees_reach_us() (until it says yes, the sample heap serves nothing), and one
+ * call of `a` (nothing changes if the program has called it already): glibc's allocator
+ * sets itself up on its first call, and before glibc 2.37 that reads its tcache key with
+ * getrandom(), a cancellation point. Served from the sample heap, the program's first
+ * allocations would leave that call to a later one, perhaps in a thread with a pending
+ * pthread_cancel(), which would die inside malloc (tests/stress/programs/cancel.c). Made
+ * here, at the first sampled allocation, it comes where the program's own first call would
+ * have; a process that never allocates (a /bin/true) makes none, and pays no getrandom(),
+ * brk() or heap page at start. Returns whether the sample heap may serve the block. */
 static inline bool memprof__first_block(const struct memprof_allocator *a)
 {
     if (MEMPROF_LIKELY(memprof_atomic_load_relaxed(&memprof__real_called)))

@@ -424,20 +424,19 @@ def compressed_sections(elf):
 
 def with_env(extra, fn):
     """fn() with os.environ changed by `extra` (None removes a variable)."""
-    saved = {k: os.environ.get(k) for k in extra}
-    try:
-        for k, v in extra.items():
+    def apply(values):
+        for k, v in values.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+    saved = {k: os.environ.get(k) for k in extra}
+    apply(extra)
+    try:
         return fn()
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        apply(saved)
 
 
 def case_cache(memprof, plugin, progs):
