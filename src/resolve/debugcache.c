@@ -185,7 +185,8 @@ static void evict(const char *dir, const char *keep)
         e[n].size = st.st_size;
         e[n++].used = st.st_mtime;
     }
-    qsort(e, n, sizeof *e, by_use);
+    if (n)
+        qsort(e, n, sizeof *e, by_use);
     for (size_t i = 0; i < n && total > CACHE_MAX; i++)
         if (unlinkat(dirfd(d), e[i].name, 0) == 0)
             total -= e[i].size;
