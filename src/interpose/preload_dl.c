@@ -29,12 +29,11 @@
 
 #if MEMPROF_PRELOAD_DL_HOOKS
 
-enum { DL_OPEN, DL_MOPEN, DL_SYM, DL_VSYM, DL_COUNT };
-
-static const char *const dl_names[DL_COUNT] = {"dlopen", "dlmopen", "dlsym", "dlvsym"};
+/* In the order of the hooks' indexes below. */
+static const char *const dl_names[] = {"dlopen", "dlmopen", "dlsym", "dlvsym"};
 
 /* The next definitions, found on each one's first call (the code below reads them). */
-_Atomic(void *) memprof__preload_dl_next[DL_COUNT] MEMPROF_START_DATA;
+_Atomic(void *) memprof__preload_dl_next[MEMPROF_ARRAY_SIZE(dl_names)] MEMPROF_START_DATA;
 
 /* The plugin's own code: its calls (the constructor's dlsym(RTLD_NEXT)) need nothing
  * written. own_hi is stored last. */
@@ -123,7 +122,5 @@ void *memprof__preload_dl_enter(uintptr_t caller, unsigned which)
 
 __asm__(".pushsection .text\n" DL_HOOK(dlopen, 0) DL_HOOK(dlmopen, 1) DL_HOOK(dlsym, 2)
             DL_HOOK(dlvsym, 3) ".popsection\n");
-
-_Static_assert(DL_OPEN == 0 && DL_MOPEN == 1 && DL_SYM == 2 && DL_VSYM == 3, "the hooks' indexes");
 
 #endif

@@ -180,15 +180,23 @@ static int find_object(struct dl_phdr_info *info, size_t size, void *data)
     return 1;
 }
 
+/* The load bias (in *base) and dynamic section of the object holding `addr`; false if no
+ * object holds it, or it has no symbol or string table. */
+static bool dynamic_of(const void *addr, uintptr_t *base, struct memprof_elf_dynamic *d)
+{
+    struct object_at o = {.addr = (uintptr_t)addr};
+    if (!dl_iterate_phdr(find_object, &o) || !o.dyn)
+        return false;
+    *base = o.base;
+    memprof__elf_read_dynamic(o.base, o.dyn, d);
+    return d->symtab && d->strtab;
+}
+
 bool memprof__preload_retarget_prepare(const struct memprof_retarget *targets, size_t n)
 {
-    struct object_at libc = {.addr = (uintptr_t)gnu_get_libc_version};
-    if (!dl_iterate_phdr(find_object, &libc) || !libc.dyn)
-        return false;
-    uintptr_t base = libc.base;
+    uintptr_t base;
     struct memprof_elf_dynamic d;
-    memprof__elf_read_dynamic(base, libc.dyn, &d);
-    if (!d.symtab || !d.strtab)
+    if (!dynamic_of((const void *)gnu_get_libc_version, &base, &d))
         return false;
     pending.n = 0;
     for (size_t t = 0; t < n; t++) {
@@ -251,23 +259,19 @@ bool memprof__preload_retarget_ready(void)
 
 void *memprof__preload_libc_function(const char *name)
 {
-    struct object_at libc = {.addr = (uintptr_t)gnu_get_libc_version};
-    if (!dl_iterate_phdr(find_object, &libc) || !libc.dyn)
-        return NULL;
+    uintptr_t base;
     struct memprof_elf_dynamic d;
-    memprof__elf_read_dynamic(libc.base, libc.dyn, &d);
-    return (void *)memprof__elf_lookup(libc.base, &d, name);
+    if (!dynamic_of((const void *)gnu_get_libc_version, &base, &d))
+        return NULL;
+    return (void *)memprof__elf_lookup(base, &d, name);
 }
 
 int memprof__preload_defines(const void *addr, const char *name)
 {
-    struct object_at o = {.addr = (uintptr_t)addr};
-    if (!dl_iterate_phdr(find_object, &o) || !o.dyn)
-        return -1;
+    uintptr_t base;
     struct memprof_elf_dynamic d;
-    memprof__elf_read_dynamic(o.base, o.dyn, &d);
     struct memprof_elf_hash_walk w;
-    if (!d.symtab || !d.strtab || !memprof__elf_hash_begin(&w, &d, name))
+    if (!dynamic_of(addr, &base, &d) || !memprof__elf_hash_begin(&w, &d, name))
         return -1;
     for (uint32_t i; memprof__elf_hash_next(&w, &i);)
         if (defines_named(&d, i, name))
