@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "api/values.h"
 #include "export/export.h"
@@ -94,6 +95,9 @@ int memprof_cli_view_by_name(const char *name);
  * still mangled (C++, Rust) come back demangled. On failure prints one line naming the file
  * and the reason and returns NULL. */
 struct memprof_profile *memprof_cli_read_profile(const char *path);
+/* The same from the open descriptor fd (read from where it is to its end; not closed), the
+ * file's name for messages in `name`. */
+struct memprof_profile *memprof_cli_read_profile_fd(int fd, const char *name);
 
 /* Offline symbolization (symbolize.c): the debug directories given (--debug-dir), searched
  * before /usr/lib/debug, and whether to keep quiet about modules without files. */
@@ -116,6 +120,12 @@ struct memprof_cli_symbolize {
     /* memprof_cli_symbolize_file() rewrites the file in place (memprof run's own files)
      * instead of through a new file renamed over it (memprof_cli_rewrite_in_place()). */
     bool in_place;
+    /* If not NULL, memprof_cli_symbolize_file() in place sets it to the state of the file it
+     * read (after rewriting it), whether or not that succeeded; untouched when the file
+     * could not be opened for writing. */
+    struct stat *done;
+    /* The modules without files are not reported now but by the next call without it. */
+    bool hold_missing;
 };
 /* Names p's unresolved frames; *out is the symbolized copy (p must outlive it; free it with
  * memprof__profile_symbolized_free()). Returns 0, or a negative errno after one line. */
@@ -125,6 +135,9 @@ int memprof_cli_symbolize(const struct memprof_profile *p, struct memprof_cli_sy
  * gained a name, or always when s->format asks for another format than pprof. Returns 0 or
  * a negative errno after one line. */
 int memprof_cli_symbolize_file(const char *path, struct memprof_cli_symbolize *s);
+/* Reports the modules without files met since the last report (one line each, up to five,
+ * unless s->quiet). */
+void memprof_cli_symbolize_missing(struct memprof_cli_symbolize *s);
 void memprof_cli_symbolize_end(struct memprof_cli_symbolize *s);
 
 /* Checks that a file can be created in the directory that would hold `path` (by creating
@@ -139,14 +152,16 @@ int memprof_cli_check_writable(const char *path, char *dir, size_t dirsize);
  * temporary file is removed, one line is printed and -1 returned. `fill` returns 0 or a
  * negative errno. */
 int memprof_cli_write_atomic(const char *path, int (*fill)(FILE *out, void *ctx), void *ctx);
-/* Replaces the content of the regular file `path` with what fill() writes, in the same
- * file: no new file is created and none deleted (memprof run rewrites a profile per process
+/* Replaces the content of the regular file open for reading and writing as `fd` (named
+ * `path` in messages; not closed) with what fill() writes, in the same file: no new file
+ * is created and none deleted (memprof run rewrites a profile per process
  * of a build; on ext4, each file created where many were deleted in the last minutes scans
  * past all of them). The content is made in memory first, and the old one is written back
  * if writing the new one fails; a crash in the middle of the write leaves a damaged file,
- * which is why files the user named go through memprof_cli_write_atomic(). Falls back to
- * that when the file cannot be opened for writing. Returns 0, or -1 after one line. */
-int memprof_cli_rewrite_in_place(const char *path, int (*fill)(FILE *out, void *ctx), void *ctx);
+ * which is why files the user named go through memprof_cli_write_atomic(). Returns 0, or
+ * -1 after one line. */
+int memprof_cli_rewrite_in_place(int fd, const char *path, int (*fill)(FILE *out, void *ctx),
+                                 void *ctx);
 
 /* Writes profile `p` in format `f` (never AUTO) to `out`: `view` is the view the text and
  * collapsed formats show and speedscope and HTML open on (pprof carries all of them), `top`

@@ -245,17 +245,22 @@ static void demangle_frames(struct memprof_profile *p)
 struct memprof_profile *memprof_cli_read_profile(const char *path)
 {
     bool is_stdin = !strcmp(path, "-");
-    const char *name = is_stdin ? "standard input" : path;
     int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        memprof_cli_error("cannot open %s: %s", name, strerror(errno));
+        memprof_cli_error("cannot open %s: %s", path, strerror(errno));
         return NULL;
     }
+    struct memprof_profile *p = memprof_cli_read_profile_fd(fd, is_stdin ? "standard input" : path);
+    if (!is_stdin)
+        close(fd);
+    return p;
+}
+
+struct memprof_profile *memprof_cli_read_profile_fd(int fd, const char *name)
+{
     struct stat st;
     if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
         memprof_cli_error("cannot read %s: %s", name, strerror(EISDIR));
-        if (!is_stdin)
-            close(fd);
         return NULL;
     }
     unsigned char *data = NULL;
@@ -263,8 +268,6 @@ struct memprof_profile *memprof_cli_read_profile(const char *path)
     /* A compressed profile is smaller than its decompressed form, which the reader caps at
      * MEMPROF_PPROF_MAX_SIZE; the same cap on the file keeps the read bounded. */
     int e = read_all(fd, MEMPROF_PPROF_MAX_SIZE, &data, &len);
-    if (!is_stdin)
-        close(fd);
     if (e == EFBIG) {
         memprof_cli_error("cannot read %s: larger than %zu MiB, not a profile memprof wrote", name,
                           (size_t)(MEMPROF_PPROF_MAX_SIZE >> 20));
@@ -363,15 +366,9 @@ static int replace_content(int fd, const char *data, size_t len)
     return ftruncate(fd, (off_t)len) == 0 ? 0 : -errno;
 }
 
-int memprof_cli_rewrite_in_place(const char *path, int (*fill)(FILE *out, void *ctx), void *ctx)
+int memprof_cli_rewrite_in_place(int fd, const char *path, int (*fill)(FILE *out, void *ctx),
+                                 void *ctx)
 {
-    int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        if (fd >= 0)
-            close(fd);
-        return memprof_cli_write_atomic(path, fill, ctx);
-    }
     char *now = NULL;
     unsigned char *old = NULL;
     size_t now_len = 0, old_len = 0;
@@ -380,11 +377,10 @@ int memprof_cli_rewrite_in_place(const char *path, int (*fill)(FILE *out, void *
     if (mem && fclose(mem) != 0 && rc == 0)
         rc = -EIO;
     if (rc == 0)
-        rc = -read_all(fd, SIZE_MAX / 4, &old, &old_len);
+        rc = lseek(fd, 0, SEEK_SET) == 0 ? -read_all(fd, SIZE_MAX / 4, &old, &old_len) : -errno;
     if (rc == 0 && (rc = replace_content(fd, now, now_len)) != 0 &&
         replace_content(fd, (const char *)old, old_len) != 0)
         memprof_cli_error("%s is damaged: rewriting it failed, and so did restoring it", path);
-    close(fd);
     free(now);
     free(old);
     if (rc != 0) {

@@ -99,9 +99,9 @@ static bool find_plugin(char *out)
  * the summary and the children's profiles, and returns the exit status for this command. */
 static int outcome(const struct run_options *o, struct paths *ps, pid_t pid, int status,
                    const struct tmpl_parts *tp, const struct pfiles *before,
-                   const struct timespec *start)
+                   struct run_watch *watch, const struct timespec *start)
 {
-    struct run_files r = {.tp = tp, .before = before, .pid = pid};
+    struct run_files r = {.tp = tp, .before = before, .watch = watch, .pid = pid};
     /* The summary of a profile converted to another format, taken while it is converted. */
     size_t converted_len = 0;
     FILE *summary = o->quiet ? NULL : open_memstream(&r.converted, &converted_len);
@@ -129,10 +129,15 @@ static int run_program(const struct run_options *o, const char *plugin, struct p
     memprof_cli_spool_split(ps->tmpl, &tp);
     struct pfiles before;
     memprof_cli_spool_scan(&tp, &before);
+    /* Watching from before the start: no process's file appears unseen. */
+    struct run_watch *watch = memprof_cli_watch_open(o, &tp);
     int status, code = CLI_EXIT_CANNOT;
-    if (memprof_cli_child_start(o, plugin, ps, &child) &&
-        (code = memprof_cli_child_wait(o, &child, &status)) < 0)
-        code = outcome(o, ps, child.pid, status, &tp, &before, &start);
+    if (memprof_cli_child_start(o, plugin, ps, &child)) {
+        memprof_cli_watch_start(watch, child.pid);
+        if ((code = memprof_cli_child_wait(o, &child, &status)) < 0)
+            code = outcome(o, ps, child.pid, status, &tp, &before, watch, &start);
+    }
+    memprof_cli_watch_free(watch);
     free(before.v);
     return code;
 }

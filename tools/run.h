@@ -79,10 +79,11 @@ struct run_files {
     const struct tmpl_parts *tp;
     const struct pfiles *before;
     struct pfiles after;
-    pid_t pid;             /* the main program's */
-    const char *profile;   /* where its profile is for the user; NULL: none written */
-    const char *read_from; /* where to read that profile (a copy when `profile` is a device) */
-    char *converted;       /* its summary, taken when it was converted to another format */
+    struct run_watch *watch; /* what named files during the run (run_watch.c); NULL: none */
+    pid_t pid;               /* the main program's */
+    const char *profile;     /* where its profile is for the user; NULL: none written */
+    const char *read_from;   /* where to read that profile (a copy when `profile` is a device) */
+    char *converted;         /* its summary, taken when it was converted to another format */
 };
 
 /* Sets up ps for options o: the private directory when -o is written in place, the
@@ -96,6 +97,9 @@ bool memprof_cli_spool_writable(const struct paths *ps);
 void memprof_cli_spool_split(const char *tmpl, struct tmpl_parts *t);
 /* Lists the files named like template t (sorted by pid; free out->v). */
 void memprof_cli_spool_scan(const struct tmpl_parts *t, struct pfiles *out);
+/* Whether `name` is what template t expands to for some pid and program: then sets f->pid
+ * and f->prog (the rest of f is left alone). */
+bool memprof_cli_spool_match(const struct tmpl_parts *t, const char *name, struct pfile *f);
 /* Whether file f of the listing after the run was already there before it. */
 bool memprof_cli_spool_existed(const struct pfiles *before, const struct pfile *f);
 /* After the program `r->pid` ended: lists the files (r->after), names their frames, and
@@ -103,6 +107,25 @@ bool memprof_cli_spool_existed(const struct pfiles *before, const struct pfile *
  * name. A summary taken during a conversion goes to `summary`. */
 void memprof_cli_spool_collect(const struct run_options *o, struct paths *ps,
                                const struct timespec *start, struct run_files *r, FILE *summary);
+
+/* ---- naming the files while the program runs (run_watch.c) ---------------------------------- */
+
+struct run_watch;
+/* Before the program starts: watches the directory of template t for the profiles o has
+ * the processes write raw. NULL when there is nothing to watch or it cannot be watched (the
+ * files are then all named after the run). */
+struct run_watch *memprof_cli_watch_open(const struct run_options *o, const struct tmpl_parts *t);
+/* Once the program `main_pid` runs: names every other process's profile as it appears, on a
+ * thread of its own. Does nothing for a NULL w. */
+void memprof_cli_watch_start(struct run_watch *w, pid_t main_pid);
+/* After the program ended: waits for the file in hand and stops. Returns the symbolization
+ * state (its session holds the modules read so far) for naming the rest, which the caller
+ * ends with memprof_cli_symbolize_end(); NULL for a NULL w. */
+struct memprof_cli_symbolize *memprof_cli_watch_stop(struct run_watch *w);
+/* Whether file f (as listed after the run) is as the watcher left it: nothing to name. */
+bool memprof_cli_watch_named(const struct run_watch *w, const struct pfile *f);
+/* Stops it if it runs and frees it (NULL: nothing). */
+void memprof_cli_watch_free(struct run_watch *w);
 
 /* ---- the program (run_child.c) -------------------------------------------------------------- */
 

@@ -242,6 +242,16 @@ static bool match_name(const char *t, const char *s, struct pfile *f, long *pid)
     }
 }
 
+bool memprof_cli_spool_match(const struct tmpl_parts *t, const char *name, struct pfile *f)
+{
+    long pid = 0;
+    f->prog[0] = 0;
+    if (!t->ok || !match_name(t->base, name, f, &pid))
+        return false;
+    f->pid = pid;
+    return true;
+}
+
 static int by_pid(const void *a, const void *b)
 {
     const struct pfile *x = a, *y = b;
@@ -264,11 +274,10 @@ void memprof_cli_spool_scan(const struct tmpl_parts *t, struct pfiles *out)
     size_t cap = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        struct pfile found = {.prog = ""};
-        long pid = 0;
+        struct pfile found;
         char path[PATH_MAX];
         struct stat st;
-        if (!match_name(t->base, e->d_name, &found, &pid) ||
+        if (!memprof_cli_spool_match(t, e->d_name, &found) ||
             snprintf(path, sizeof path, "%s/%s", t->dir, e->d_name) >= (int)sizeof path ||
             stat(path, &st) != 0 || !S_ISREG(st.st_mode))
             continue;
@@ -283,7 +292,6 @@ void memprof_cli_spool_scan(const struct tmpl_parts *t, struct pfiles *out)
         struct pfile *f = &out->v[out->n++];
         *f = found;
         snprintf(f->name, sizeof f->name, "%s", e->d_name);
-        f->pid = pid;
         f->dev = st.st_dev;
         f->ino = st.st_ino;
         f->mtim = st.st_mtim;
@@ -361,25 +369,28 @@ bool memprof_cli_run_deferred(const struct run_options *o)
            (o->format == MEMPROF_FORMAT_PPROF || (!o->interval && !o->signal_s));
 }
 
-/* Names the frames of every profile this run wrote, in place and in the chosen format,
- * before anything reads them. A profile of `pid` converted to another format than pprof
- * leaves its summary in `summary` (the summary cannot read it back). */
-static void symbolize_written(const struct run_options *o, const struct tmpl_parts *t,
-                              const struct pfiles *before, const struct pfiles *after, pid_t pid,
-                              FILE *summary)
+/* Names the frames of every profile this run wrote that the watcher did not, in place and
+ * in the chosen format, before anything reads them; with the watcher's session, so modules
+ * it read are not read again. A profile of the main program converted to another format
+ * than pprof leaves its summary in `summary` (the summary cannot read it back). */
+static void symbolize_written(const struct run_options *o, const struct run_files *r, FILE *summary)
 {
-    struct memprof_cli_symbolize s = {.quiet = o->quiet,
-                                      .format = o->format,
-                                      .summary_top = MEMPROF_RUN_SUMMARY_TOP,
-                                      .in_place = true};
-    for (size_t i = 0; memprof_cli_run_deferred(o) && i < after->n; i++) {
+    struct memprof_cli_symbolize own = {.quiet = o->quiet, .format = o->format, .in_place = true};
+    struct memprof_cli_symbolize *s = memprof_cli_watch_stop(r->watch);
+    if (!s)
+        s = &own;
+    s->summary_top = MEMPROF_RUN_SUMMARY_TOP;
+    s->hold_missing = false;
+    for (size_t i = 0; memprof_cli_run_deferred(o) && i < r->after.n; i++) {
+        const struct pfile *f = &r->after.v[i];
         char path[PATH_MAX];
-        s.summary = after->v[i].pid == (long)pid ? summary : NULL;
-        if (!memprof_cli_spool_existed(before, &after->v[i]) &&
-            snprintf(path, sizeof path, "%s/%s", t->dir, after->v[i].name) < (int)sizeof path)
-            memprof_cli_symbolize_file(path, &s);
+        s->summary = f->pid == (long)r->pid ? summary : NULL;
+        if (!memprof_cli_spool_existed(r->before, f) && !memprof_cli_watch_named(r->watch, f) &&
+            snprintf(path, sizeof path, "%s/%s", r->tp->dir, f->name) < (int)sizeof path)
+            memprof_cli_symbolize_file(path, s);
     }
-    memprof_cli_symbolize_end(&s);
+    memprof_cli_symbolize_missing(s); /* those the watcher met, if no file was left */
+    memprof_cli_symbolize_end(s);
 }
 
 /* ---- the main program's file to -o ---------------------------------------------------------- */
@@ -440,7 +451,7 @@ void memprof_cli_spool_collect(const struct run_options *o, struct paths *ps,
     char *written = ps->main_file;
     r->profile = r->read_from = NULL;
     memprof_cli_spool_scan(r->tp, &r->after);
-    symbolize_written(o, r->tp, r->before, &r->after, r->pid, summary);
+    symbolize_written(o, r, summary);
     if (main_file(ps, r->pid, r->before, &r->after, written, sizeof ps->main_file) &&
         written_by_run(written, r->pid, r->tp, r->before, &r->after, start))
         deliver(o, ps, r, written, summary);

@@ -6,8 +6,11 @@
  * with where they were looked for.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "offline/symbolize.h"
@@ -39,10 +42,19 @@ int memprof_cli_symbolize(const struct memprof_profile *p, struct memprof_cli_sy
         memprof_cli_error("cannot symbolize: %s", strerror(-rc));
         return rc;
     }
+    if (s->named)
+        *s->named = named;
+    if (!s->hold_missing)
+        memprof_cli_symbolize_missing(s);
+    return 0;
+}
+
+void memprof_cli_symbolize_missing(struct memprof_cli_symbolize *s)
+{
     /* The modules not found since the last call (the session remembers them all). */
     const char *build_id, *path;
     size_t n = s->said;
-    for (; (path = memprof__offline_missing(o, n, &build_id)) != NULL; n++)
+    for (; s->session && (path = memprof__offline_missing(s->session, n, &build_id)) != NULL; n++)
         if (!s->quiet && n < MAX_MISSING_LISTED)
             memprof_cli_error("no file of build id %s for %s: its frames stay addresses",
                               build_id ? build_id : "(none)", path ? path : "(no path)");
@@ -53,9 +65,6 @@ int memprof_cli_symbolize(const struct memprof_profile *p, struct memprof_cli_sy
                           s->ndebug_dirs ? "--debug-dir, " : "",
                           memprof__offline_has_debuginfod() ? " and DEBUGINFOD_URLS" : "");
     s->said = n;
-    if (s->named)
-        *s->named = named;
-    return 0;
 }
 
 struct rewrite {
@@ -70,11 +79,34 @@ static int fill(FILE *out, void *ctx)
     return memprof_cli_export(r->p, r->format, out, 20, MEMPROF_VIEW_LIVE, false, false);
 }
 
+/* The file at `path` open for rewriting in place, its state in *st; -1 when it cannot be
+ * (not a regular file, not writable). */
+static int open_in_place(const char *path, struct stat *st)
+{
+    int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0 && (fstat(fd, st) != 0 || !S_ISREG(st->st_mode))) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
 int memprof_cli_symbolize_file(const char *path, struct memprof_cli_symbolize *s)
 {
-    struct memprof_profile *p = memprof_cli_read_profile(path), *named = NULL;
-    if (!p)
+    /* In place, the file is read and rewritten through one descriptor: if the program
+     * replaces it meanwhile (renaming a newer profile over it), the newer one stays. */
+    struct stat st;
+    int fd = s->in_place ? open_in_place(path, &st) : -1;
+    struct memprof_profile *p = fd >= 0 ? memprof_cli_read_profile_fd(fd, path)
+                                        : memprof_cli_read_profile(path),
+                           *named = NULL;
+    if (!p) {
+        if (fd >= 0 && s->done)
+            *s->done = st;
+        if (fd >= 0)
+            close(fd);
         return -EINVAL;
+    }
     size_t n = 0, *count = s->named;
     s->named = &n;
     int rc = memprof_cli_symbolize(p, s, &named);
@@ -85,9 +117,13 @@ int memprof_cli_symbolize_file(const char *path, struct memprof_cli_symbolize *s
     if (rc == 0 && s->summary && format != MEMPROF_FORMAT_PPROF)
         memprof_cli_write_summary(named, s->summary, s->summary_top);
     if (rc == 0 && (n || format != MEMPROF_FORMAT_PPROF) &&
-        (s->in_place ? memprof_cli_rewrite_in_place(path, fill, &r)
-                     : memprof_cli_write_atomic(path, fill, &r)) != 0)
+        (fd >= 0 ? memprof_cli_rewrite_in_place(fd, path, fill, &r)
+                 : memprof_cli_write_atomic(path, fill, &r)) != 0)
         rc = -EIO;
+    if (fd >= 0 && s->done && fstat(fd, s->done) != 0)
+        *s->done = st;
+    if (fd >= 0)
+        close(fd);
     memprof__profile_symbolized_free(named);
     memprof__profile_free(p);
     return rc;

@@ -409,6 +409,56 @@ def case_run(memprof, plugin, progs):
     return 0
 
 
+# The program case_run_while runs under memprof run: the test program twice, then it waits
+# (up to a minute) until both of their profiles hold the name big_block and says so in a file.
+WAIT_FOR_NAMES = r"""
+prog=$1 dir=$2 ext=$3 flag=$4
+"$prog" && "$prog" || exit 1
+i=0
+while [ $i -lt 600 ]; do
+    n=0
+    for f in "$dir"/w.sym-prog-pie.*"$ext"; do
+        [ -f "$f" ] || continue
+        if [ "$ext" = .pb.gz ]; then gzip -dc "$f"; else cat "$f"; fi | grep -q big_block &&
+            n=$((n + 1))
+    done
+    if [ $n -ge 2 ]; then echo named > "$flag"; exit 0; fi
+    sleep 0.1
+    i=$((i + 1))
+done
+"""
+
+
+def case_run_while(memprof, plugin, progs):
+    """progs[0] is sym-prog-pie (its name is in the file names the script looks for)."""
+    for ext in (".pb.gz", ".txt"):
+        with tempfile.TemporaryDirectory() as tmp:
+            out, flag = os.path.join(tmp, "w" + ext), os.path.join(tmp, "seen")
+            # bash, not dash: dash ends with _exit(), so it would write no profile.
+            r = subprocess.run([memprof, "run", "-r", "16K", "-o", out, "--", "bash", "-c",
+                                WAIT_FOR_NAMES, "bash", progs[0], tmp, ext, flag],
+                               capture_output=True, text=True, timeout=120)
+            if r.returncode != 0 or "cannot" in r.stderr:
+                fail("memprof run -o w%s: status %d" % (ext, r.returncode), r.stderr)
+            if not os.path.exists(flag):
+                fail("memprof run -o w%s: the finished processes' profiles were not named "
+                     "while the program ran" % ext, r.stderr)
+            children = [f for f in os.listdir(tmp) if f.startswith("w.sym-prog-pie.")]
+            if len(children) != 2 or not os.path.exists(out):
+                fail("memprof run -o w%s: files %s" % (ext, sorted(os.listdir(tmp))))
+            # Named once: each is a whole profile in the format asked for.
+            for name in children:
+                path = os.path.join(tmp, name)
+                with (gzip.open(path) if ext == ".pb.gz" else open(path, "rb")) as f:
+                    data = f.read()
+                if ext == ".txt" and not data.startswith(b"libmemprof"):
+                    fail("%s is not a text report" % name, data[:200].decode(errors="replace"))
+                if b"big_block" not in data:
+                    fail("%s has no names" % name)
+    print("memprof run: each process's profile was named while the program still ran")
+    return 0
+
+
 def compressed_sections(elf):
     """The names of the sections of `elf` that are compressed (readelf's flag C)."""
     r = subprocess.run(["readelf", "-SW", elf], capture_output=True, text=True)
@@ -556,6 +606,7 @@ def main():
     case, memprof, plugin, progs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
     cases = {"pprof-local": case_pprof_local, "no-network": case_no_network,
              "offline": case_offline, "debuginfod": case_debuginfod, "run": case_run,
+             "run-while": case_run_while,
              "cache": case_cache}
     sys.exit(cases[case](memprof, plugin, progs))
 
