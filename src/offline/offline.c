@@ -95,6 +95,8 @@ void memprof__offline_free(struct memprof_offline *o)
         return;
     for (struct module *m = o->modules, *next; m; m = next) {
         next = m->next;
+        if (m->mod)
+            memprof__sym_module_gone(m->mod);
         if (m->dwfl)
             dwfl_end(m->dwfl);
         free(m);

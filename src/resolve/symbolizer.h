@@ -23,7 +23,7 @@
 #define MEMPROF_SYMBOLIZER_MODULE "libmemprof-symbolize.so"
 #define MEMPROF_SYMBOLIZER_ENTRY  "memprof__symbolizer_open"
 /* Changes whenever the table or the host change: a module of another build is refused. */
-#define MEMPROF_SYMBOLIZER_ABI (2u << 16 | (unsigned)sizeof(struct memprof_sym_frame))
+#define MEMPROF_SYMBOLIZER_ABI (3u << 16 | (unsigned)sizeof(struct memprof_sym_frame))
 
 struct Dwfl_Module;
 
@@ -53,6 +53,9 @@ struct memprof__symbolizer {
     unsigned (*module_frames)(struct Dwfl_Module *mod, const char *key, uintptr_t addr,
                               struct memprof_sym_frame *frames, unsigned max,
                               uintptr_t *sym_offset);
+    /* Module `mod` (one module_frames() was given) is about to end (dwfl_end()): everything
+     * kept of it goes (memprof__sym_module_gone()); NULL without libdw. */
+    void (*module_gone)(struct Dwfl_Module *mod);
     /* memprof__demangle() (demangle.h). */
     char *(*demangle)(const char *name);
     /* A fork() child whose parent was inside a lookup: forget everything (symbols.h). */

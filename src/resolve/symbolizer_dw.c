@@ -86,9 +86,8 @@ static struct symtab *symtabs;
 
 /* Reads a module's function symbols through libdw, which also finds separate debug files
  * and MiniDebugInfo. */
-static void load_symtab(struct symtab *t, const void *mod)
+static void load_symtab(struct symtab *t, Dwfl_Module *m)
 {
-    Dwfl_Module *m = (Dwfl_Module *)mod;
     int nsyms = dwfl_module_getsymtab(m);
     Dwarf_Addr bias = 0;
     if (nsyms <= 0 || !dwfl_module_getelf(m, &bias))
@@ -115,12 +114,12 @@ static void load_symtab(struct symtab *t, const void *mod)
         }
         if (!size)
             continue; /* not inside its section: nothing it can answer for */
-        /* Demangled when first looked up (symtab_lookup()): a module has tens of thousands
-         * of symbols, a profile's stacks touch a few hundred of them. Until then `name` is
-         * NULL and `system` the spelling. */
-        const char *spelled = spelling(name);
-        if (spelled)
-            t->syms[n++] = (struct func_sym){start, size, NULL, spelled};
+        /* Interned and demangled when first looked up (symtab_lookup()): a module has tens
+         * of thousands of symbols, a profile's stacks touch a few hundred of them (interning
+         * them all was a third of `memprof run`'s work after a build). Until then `name` is
+         * NULL and `system` the name as the symbol table holds it, in the module's Elf, which
+         * lives as long as the module: module_gone() drops the index first. */
+        t->syms[n++] = (struct func_sym){start, size, NULL, name};
     }
     t->n = n;
     memprof__symtab_sort(t);
@@ -135,6 +134,14 @@ static struct symtab *symtab_of(const char *path)
     return t;
 }
 
+/* The Dwfl module each index was read from (its names are that module's until looked up),
+ * parallel to `symtabs` through struct symtab's `next`: kept here, symtab.h being shared
+ * with the back end without libdw. */
+struct symtab_of_module {
+    struct symtab t;
+    Dwfl_Module *mod;
+};
+
 /* Looks vaddr (a file address) up in the index of module `path`; `mod` is what the back
  * end needs to build the index. Returns the function's name, its spelling in *system. */
 static const char *symtab_lookup(const char *path, const void *mod, uintptr_t vaddr,
@@ -143,16 +150,23 @@ static const char *symtab_lookup(const char *path, const void *mod, uintptr_t va
     *system = NULL;
     struct symtab *t = symtab_of(path);
     if (!t) {
-        if (!(t = calloc(1, sizeof *t)))
+        struct symtab_of_module *tm = calloc(1, sizeof *tm);
+        if (!tm)
             return NULL;
+        t = &tm->t;
+        tm->mod = (Dwfl_Module *)mod;
         t->path = path;
-        load_symtab(t, mod);
+        load_symtab(t, tm->mod);
         t->next = symtabs;
         symtabs = t;
     }
     struct func_sym *f = memprof__symtab_find_sym(t, vaddr);
-    if (f && !f->name)
-        f->name = demangle_spelled(f->system, &f->system);
+    if (f && !f->name) {
+        const char *spelled = spelling(f->system);
+        if (!spelled)
+            return NULL; /* out of memory: asked again next time */
+        f->name = demangle_spelled(spelled, &f->system);
+    }
     return memprof__symtab_answer(f, vaddr, offset, system);
 }
 
@@ -186,6 +200,9 @@ static int find_local_debuginfo(Dwfl_Module *mod, void **userdata, const char *m
     return memprof__debug_cache(fd, debuginfo_file_name, false);
 }
 
+static int module_removed(Dwfl_Module *mod, void *userdata, const char *name, Dwarf_Addr base,
+                          void *arg);
+
 static void dwfl_refresh(void)
 {
     static Dwfl_Callbacks callbacks = {
@@ -206,7 +223,7 @@ static void dwfl_refresh(void)
     }
     dwfl_report_begin(dwfl);
     dwfl_linux_proc_report(dwfl, getpid());
-    dwfl_report_end(dwfl, NULL, NULL);
+    dwfl_report_end(dwfl, module_removed, NULL);
     reported_adds = adds;
 }
 
@@ -236,6 +253,7 @@ struct scope {
 };
 
 struct cu_index {
+    Dwfl_Module *mod; /* whose DWARF it is: module_gone() */
     Dwarf *dbg;
     Dwarf_Off off;
     struct scope *v;
@@ -281,7 +299,7 @@ static void walk_scopes(struct cu_index *cu, Dwarf_Die *first, unsigned depth)
     } while (dwarf_siblingof(&die, &die) == 0);
 }
 
-static struct cu_index *cu_index_get(Dwarf_Die *cudie)
+static struct cu_index *cu_index_get(Dwfl_Module *mod, Dwarf_Die *cudie)
 {
     Dwarf *dbg = dwarf_cu_getdwarf(cudie->cu);
     Dwarf_Off off = dwarf_dieoffset(cudie);
@@ -292,6 +310,7 @@ static struct cu_index *cu_index_get(Dwarf_Die *cudie)
     struct cu_index *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
+    c->mod = mod;
     c->dbg = dbg;
     c->off = off;
     Dwarf_Die child;
@@ -326,10 +345,11 @@ static unsigned scopes_at(struct cu_index *cu, Dwarf_Addr addr, Dwarf_Die *out, 
 /* The CU containing addr when the module has no .debug_aranges (clang does not emit them by
  * default, and libdw 0.188 then finds no CU): a scan of the CU headers, remembering the
  * last hit, since consecutive lookups tend to fall in the same CU. */
+static Dwarf *last_dw;
+static Dwarf_Off last_off;
+
 static Dwarf_Die *cu_by_scan(Dwfl_Module *mod, Dwarf_Addr addr, Dwarf_Die *out, Dwarf_Addr *bias)
 {
-    static Dwarf *last_dw;
-    static Dwarf_Off last_off;
     Dwarf *dw = dwfl_module_getdwarf(mod, bias);
     if (!dw)
         return NULL;
@@ -372,7 +392,7 @@ static unsigned dwarf_frames(Dwfl_Module *mod, Dwarf_Addr addr, const char *symn
             dwarf_lineno(dl, &line);
         }
     }
-    struct cu_index *index = cu ? cu_index_get(cu) : NULL;
+    struct cu_index *index = cu ? cu_index_get(mod, cu) : NULL;
     Dwarf_Die scopes[MAX_INLINE_DEPTH];
     unsigned nscopes = index ? scopes_at(index, addr - bias, scopes, MAX_INLINE_DEPTH) : 0;
     Dwarf_Files *files = NULL;
@@ -443,6 +463,44 @@ static unsigned module_frames(struct Dwfl_Module *mod, const char *key, uintptr_
     unsigned n = dwarf_frames(mod, addr, symname, symsys, frames, max);
     return n == 1 && !frames[0].function && !frames[0].file ? 0 : n;
 }
+
+/* symbolizer.h: module `mod` is about to end. Its indexes go with it: the names not yet
+ * looked up and the DIEs are in its Elf and Dwarf, and a later module may be given the same
+ * addresses. What they handed out is interned and stays. */
+static void module_gone(struct Dwfl_Module *mod)
+{
+    for (struct symtab **p = &symtabs; *p;) {
+        struct symtab_of_module *tm = (struct symtab_of_module *)*p;
+        if (tm->mod != mod) {
+            p = &(*p)->next;
+            continue;
+        }
+        *p = tm->t.next;
+        free(tm->t.syms);
+        free(tm);
+    }
+    for (size_t b = 0; b < CU_BUCKETS; b++)
+        for (struct cu_index **p = &cu_buckets[b]; *p;) {
+            struct cu_index *c = *p;
+            if (c->mod != mod) {
+                p = &c->next;
+                continue;
+            }
+            *p = c->next;
+            free(c->v);
+            free(c);
+        }
+    last_dw = NULL;
+}
+
+/* dwfl_report_end(): a module of the process that is gone (dlclose()). */
+static int module_removed(Dwfl_Module *mod, void *userdata, const char *name, Dwarf_Addr base,
+                          void *arg)
+{
+    (void)userdata, (void)name, (void)base, (void)arg;
+    module_gone(mod);
+    return DWARF_CB_OK;
+}
 #endif
 
 /* Everything handed out so far stays valid (nothing here is ever freed); the half-changed
@@ -466,6 +524,7 @@ memprof__symbolizer_open(const struct memprof__symbolizer_host *h)
         .process_frames = process_frames,
         .module_has_symbols = module_has_symbols,
         .module_frames = module_frames,
+        .module_gone = module_gone,
 #endif
         .demangle = memprof__demangle,
         .forget = forget,

@@ -342,6 +342,14 @@ unsigned memprof__sym_module_frames(struct Dwfl_Module *mod, const char *key, ui
     pthread_mutex_unlock(&lock);
     return n;
 }
+
+void memprof__sym_module_gone(struct Dwfl_Module *mod)
+{
+    pthread_mutex_lock(&lock);
+    if (backend && backend->module_gone) /* never loaded: nothing was kept */
+        backend->module_gone(mod);
+    pthread_mutex_unlock(&lock);
+}
 #endif
 
 static struct memprof_sym **cache;

@@ -73,6 +73,9 @@ struct Dwfl_Module;
 unsigned memprof__sym_module_frames(struct Dwfl_Module *mod, const char *key, uintptr_t addr,
                                     struct memprof_sym_frame *frames, unsigned max,
                                     uintptr_t *sym_offset);
+/* Forgets what memprof__sym_module_frames() kept of module `mod` (its symbol index holds
+ * names in its Elf until looked up): call before the module's Dwfl ends. Thread-safe. */
+void memprof__sym_module_gone(struct Dwfl_Module *mod);
 #endif
 
 /* Distinct addresses resolved so far, and those without any symbol. */
