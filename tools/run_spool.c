@@ -370,15 +370,14 @@ bool memprof_cli_run_deferred(const struct run_options *o)
 }
 
 /* Names the frames of every profile this run wrote that the watcher did not, in place and
- * in the chosen format, before anything reads them; with the watcher's session, so modules
- * it read are not read again. A profile of the main program converted to another format
- * than pprof leaves its summary in `summary` (the summary cannot read it back). */
-static void symbolize_written(const struct run_options *o, const struct run_files *r, FILE *summary)
+ * in the chosen format, before anything reads them; with the watcher's state `watched`
+ * (NULL: none), so modules it read are not read again. A profile of the main program converted to
+ * another format than pprof leaves its summary in `summary` (the summary cannot read it back). */
+static void symbolize_written(const struct run_options *o, const struct run_files *r,
+                              struct memprof_cli_symbolize *watched, FILE *summary)
 {
     struct memprof_cli_symbolize own = {.quiet = o->quiet, .format = o->format, .in_place = true};
-    struct memprof_cli_symbolize *s = memprof_cli_watch_stop(r->watch);
-    if (!s)
-        s = &own;
+    struct memprof_cli_symbolize *s = watched ? watched : &own;
     s->summary_top = MEMPROF_RUN_SUMMARY_TOP;
     s->hold_missing = false;
     for (size_t i = 0; memprof_cli_run_deferred(o) && i < r->after.n; i++) {
@@ -450,8 +449,10 @@ void memprof_cli_spool_collect(const struct run_options *o, struct paths *ps,
 {
     char *written = ps->main_file;
     r->profile = r->read_from = NULL;
+    /* Stopped before the listing: a file it rewrote after being listed would look new. */
+    struct memprof_cli_symbolize *watched = memprof_cli_watch_stop(r->watch);
     memprof_cli_spool_scan(r->tp, &r->after);
-    symbolize_written(o, r, summary);
+    symbolize_written(o, r, watched, summary);
     if (main_file(ps, r->pid, r->before, &r->after, written, sizeof ps->main_file) &&
         written_by_run(written, r->pid, r->tp, r->before, &r->after, start))
         deliver(o, ps, r, written, summary);

@@ -456,6 +456,23 @@ def case_run_while(memprof, plugin, progs):
                 if b"big_block" not in data:
                     fail("%s has no names" % name)
     print("memprof run: each process's profile was named while the program still ran")
+    # The program ends right after its last child: the watcher is still naming that child's
+    # profile when the program is found to have exited. The file must be named once: in
+    # another format than pprof, a second naming would read a text report as pprof.
+    for i in range(10):
+        with tempfile.TemporaryDirectory() as tmp:
+            r = subprocess.run([memprof, "run", "-r", "16K", "-o", os.path.join(tmp, "r.txt"),
+                                "--", "bash", "-c", '"$0"; "$0"; :', progs[0]],
+                               capture_output=True, text=True, timeout=60)
+            children = [f for f in os.listdir(tmp) if f.startswith("r.sym-prog-pie.")]
+            for name in children:
+                with open(os.path.join(tmp, name), "rb") as f:
+                    if not f.read().startswith(b"libmemprof"):
+                        fail("run %d: %s is not a text report" % (i, name))
+            if r.returncode != 0 or "cannot" in r.stderr or len(children) != 2:
+                fail("run %d: memprof run -o r.txt: status %d, files %s"
+                     % (i, r.returncode, sorted(os.listdir(tmp))), r.stderr)
+    print("memprof run: a profile the watcher was naming as the program ended, named once")
     return 0
 
 
