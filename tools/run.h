@@ -124,7 +124,8 @@ void memprof_cli_watch_start(struct run_watch *w, pid_t main_pid);
 struct memprof_cli_symbolize *memprof_cli_watch_stop(struct run_watch *w);
 /* Whether file f (as listed after the run) is as the watcher left it: nothing to name. */
 bool memprof_cli_watch_named(const struct run_watch *w, const struct pfile *f);
-/* Stops it if it runs and frees it (NULL: nothing). */
+/* Stops it if it runs, ends its session (if memprof_cli_watch_stop()'s caller did not), and
+ * frees it (NULL: nothing). */
 void memprof_cli_watch_free(struct run_watch *w);
 
 /* ---- the program (run_child.c) -------------------------------------------------------------- */

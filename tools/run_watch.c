@@ -51,7 +51,7 @@ struct named {
 
 struct run_watch {
     const struct tmpl_parts *tp;
-    int inotify_fd, stop[2];
+    int inotify_fd, watch, stop[2];
     pthread_t thread;
     bool started;
     pid_t main_pid;
@@ -70,7 +70,8 @@ struct run_watch *memprof_cli_watch_open(const struct run_options *o, const stru
     w->tp = t;
     w->stop[0] = w->stop[1] = -1;
     w->inotify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-    if (w->inotify_fd < 0 || inotify_add_watch(w->inotify_fd, t->dir, IN_MOVED_TO) < 0 ||
+    if (w->inotify_fd < 0 ||
+        (w->watch = inotify_add_watch(w->inotify_fd, t->dir, IN_MOVED_TO)) < 0 ||
         pipe2(w->stop, O_CLOEXEC) != 0) {
         memprof_cli_watch_free(w);
         return NULL;
@@ -181,6 +182,10 @@ struct memprof_cli_symbolize *memprof_cli_watch_stop(struct run_watch *w)
             ;
         pthread_join(w->thread, NULL);
         w->started = false;
+        /* Closing an inotify descriptor that still watches waits for the kernel to retire
+         * the watch (a grace period: 8 ms seen here, at the end of every run); removed now,
+         * it is retired while the run's end is written, and the close at the end is quick. */
+        inotify_rm_watch(w->inotify_fd, w->watch);
     }
     return &w->s;
 }
@@ -194,7 +199,7 @@ void memprof_cli_watch_free(struct run_watch *w)
 {
     if (!w)
         return;
-    memprof_cli_watch_stop(w);
+    memprof_cli_symbolize_end(memprof_cli_watch_stop(w)); /* unless the run's end did */
     if (w->inotify_fd >= 0)
         close(w->inotify_fd);
     for (int i = 0; i < 2; i++)
