@@ -41,7 +41,14 @@ memprof_install_deps "${MEMPROF_BUILD_DEPS[@]}"
 # (and the report says so).
 (memprof_install_deps sqlite3 perl gcc heaptrack libjemalloc2 libgoogle-perftools4) ||
     memprof_log "some optional programs or peers could not be installed; they will be skipped"
-memprof_setup_build "$build" || memprof_die "configuring $build/ failed"
+# A new build directory is configured as a release build (the project's default is
+# debugoptimized, whose assertions the hooks would carry); an existing one keeps its type,
+# which the report names.
+if [[ -f "$build/meson-private/coredata.dat" ]]; then
+    memprof_setup_build "$build" || memprof_die "configuring $build/ failed"
+else
+    memprof_setup_build "$build" --buildtype=release || memprof_die "configuring $build/ failed"
+fi
 if [[ "$(meson introspect "$build" --buildoptions |
     python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"] == "benchmarks"][0])')" != "True" ]]; then
     memprof_log "enabling benchmarks in $build/ (meson configure -Dbenchmarks=true)"
