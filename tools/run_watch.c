@@ -81,7 +81,7 @@ struct run_watch *memprof_cli_watch_open(const struct run_options *o, const stru
     return w;
 }
 
-/* Whether the state `st` of a file is one the watcher left. */
+/* Whether a file in this state (device, inode, modification time) is one the watcher left. */
 static bool is_done(const struct run_watch *w, dev_t dev, ino_t ino, const struct timespec *mtim)
 {
     for (size_t i = 0; i < w->ndone; i++)
