@@ -22,6 +22,7 @@
 #include "common/atomic.h"
 #include "common/compiler.h"
 #include "core/platform.h"
+#include "core/unwind_fast.h"
 #include "core/unwind_probe.h"
 
 #define MAX_OWN_RANGES 8
@@ -276,14 +277,21 @@ void memprof__capture_after_fork(void)
     use_backtrace = true;
 }
 
-static MEMPROF_NOINLINE MEMPROF_SAMPLING_TEXT unsigned capture_dwarf(uintptr_t *frames,
-                                                                     unsigned max, bool *truncated)
+static MEMPROF_NOINLINE MEMPROF_SAMPLING_TEXT unsigned
+capture_dwarf(uintptr_t *frames, unsigned max, const struct memprof_regs *regs, uintptr_t stack_top,
+              bool *truncated)
 {
     void *buf[MEMPROF_CAPTURE_MAX + OWN_FRAMES_MARGIN + 1];
     int want = (int)max + OWN_FRAMES_MARGIN + 1;
-    /* libunwind only once memprof__capture_warm_up() loaded it. */
-    int got =
-        MEMPROF_LIKELY(use_backtrace || !unw_bt) ? libgcc_backtrace(buf, want) : unw_bt(buf, want);
+    bool libgcc = MEMPROF_LIKELY(use_backtrace || !unw_bt), ended = false;
+    /* The cached walk in front of libgcc's (unwind_fast.h), from the registers the sampling
+     * path took on the program's stack; libunwind, where it is the unwinder, caches its own. */
+    int got = libgcc && regs ? memprof__unwind_fast(regs, stack_top, buf, want, &ended) : -1;
+    if (got < 0) {
+        /* libunwind only once memprof__capture_warm_up() loaded it. */
+        got = libgcc ? libgcc_backtrace(buf, want) : unw_bt(buf, want);
+        ended = got < want;
+    }
     int i = 0;
     while (i < got && is_own((uintptr_t)buf[i]))
         i++;
@@ -291,7 +299,7 @@ static MEMPROF_NOINLINE MEMPROF_SAMPLING_TEXT unsigned capture_dwarf(uintptr_t *
     for (; i < got && n < max; i++)
         frames[n++] = (uintptr_t)buf[i];
     /* More frames than fit, or the buffer ran full (there may be more beyond it). */
-    *truncated = i < got || got == want;
+    *truncated = i < got || !ended;
     return n;
 }
 #else
@@ -315,21 +323,22 @@ void memprof__capture_warm_up(void)
     memprof__unwind_probes_install((const void *)unw_bt);
     uintptr_t frames[8];
     bool truncated;
-    capture_dwarf(frames, 8, &truncated);
+    capture_dwarf(frames, 8, NULL, 0, &truncated);
 #endif
 }
 
 MEMPROF_SAMPLING_TEXT unsigned memprof__capture(enum memprof_unwinder how, uintptr_t *frames,
-                                                unsigned max, uintptr_t from, uintptr_t stack_top,
-                                                bool *truncated)
+                                                unsigned max, uintptr_t from,
+                                                const struct memprof_regs *regs,
+                                                uintptr_t stack_top, bool *truncated)
 {
     if (max > MEMPROF_CAPTURE_MAX)
         max = MEMPROF_CAPTURE_MAX;
 #if HAVE_LIBUNWIND
     if (how == MEMPROF_UNWIND_DWARF)
-        return capture_dwarf(frames, max, truncated);
+        return capture_dwarf(frames, max, regs, stack_top, truncated);
 #else
-    (void)how;
+    (void)how, (void)regs;
 #endif
     return memprof__capture_fp(frames, max, from, stack_top, truncated);
 }

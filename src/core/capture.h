@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/unwind_fast.h"
 #include "memprof/memprof.h" /* enum memprof_unwinder */
 
 /* Registers [lo, hi) as profiler code to skip at the leaf end of stacks (up to 8 ranges).
@@ -58,10 +59,14 @@ void memprof__capture_warm_up(void);
  * backend patching after a dlopen, the program's own dlopen) and then stays locked in the
  * child forever. */
 void memprof__capture_after_fork(void);
-/* Captures with the given unwinder (see memprof__capture_fp for the contract; the DWARF
- * unwinder starts where it is called and ignores `from` and `stack_top`). */
+/* Captures with the given unwinder (see memprof__capture_fp for the contract). The DWARF
+ * unwinder walks from `regs` (taken by a caller on the stack to walk, unwind_fast.h) with
+ * the cached walk when it can, bounded by `stack_top`; otherwise, or without `regs` (NULL)
+ * or a known `stack_top` (0), libgcc's unwinder starts where it is called. It ignores
+ * `from`; the frame-pointer walk ignores `regs`. */
 unsigned memprof__capture(enum memprof_unwinder how, uintptr_t *frames, unsigned max,
-                          uintptr_t from, uintptr_t stack_top, bool *truncated);
+                          uintptr_t from, const struct memprof_regs *regs, uintptr_t stack_top,
+                          bool *truncated);
 
 /* Captures up to `max` return addresses (leaf first) into `frames`, walking the frame
  * records from `from` (a frame address, __builtin_frame_address(0) of a caller on the stack

@@ -432,7 +432,8 @@ not_sampled:
 struct record_args {
     uint64_t key;
     size_t size;
-    uintptr_t from; /* the caller's frame, on the program's stack */
+    uintptr_t from;           /* the caller's frame, on the program's stack */
+    struct memprof_regs regs; /* the caller's registers there, for the DWARF walk */
 };
 
 /* Captures the stack and records a sample of `size` bytes under `key` (guard set). Runs on a
@@ -444,15 +445,16 @@ MEMPROF_SAMPLING_TEXT static void record_here(void *arg)
     struct memprof_tls *t = &memprof__tls;
     /* Native frames, then room for interpreter frames; on this (cold) stack, not TLS. */
     uintptr_t frames[MEMPROF_CAPTURE_MAX + MEMPROF_MAX_RUNTIME_FRAMES];
-    /* A frame-pointer walk reads only inside the mapping of the program's stack it starts
-     * on, looked up again when the thread samples on another stack (a signal handler's) or
-     * below the mapping's start (the main stack grew). */
-    if (E.unwinder != MEMPROF_UNWIND_DWARF && (a->from < t->stack_lo || a->from >= t->stack_top) &&
+    /* A walk reads only inside the mapping of the program's stack it starts on, looked up
+     * again when the thread samples on another stack (a signal handler's) or below the
+     * mapping's start (the main stack grew). */
+    if ((E.unwinder != MEMPROF_UNWIND_DWARF || MEMPROF_HAVE_UNWIND_FAST) &&
+        (a->from < t->stack_lo || a->from >= t->stack_top) &&
         !memprof__pf_mapping_of(a->from, &t->stack_lo, &t->stack_top))
         t->stack_lo = t->stack_top = 0;
     bool truncated;
     unsigned native = memprof__capture((enum memprof_unwinder)E.unwinder, frames, E.max_frames,
-                                       a->from, t->stack_top, &truncated);
+                                       a->from, &a->regs, t->stack_top, &truncated);
     unsigned source;
     unsigned rt = memprof__sources_capture((uint64_t *)(frames + native),
                                            MEMPROF_MAX_RUNTIME_FRAMES, &source);
@@ -463,7 +465,8 @@ MEMPROF_SAMPLING_TEXT static void record_here(void *arg)
 MEMPROF_SAMPLING_TEXT static void sample_end_key(uint64_t key, size_t size, int saved_errno)
 {
     if (key) {
-        struct record_args a = {key, size, (uintptr_t)__builtin_frame_address(0)};
+        struct record_args a = {key, size, (uintptr_t)__builtin_frame_address(0), {0}};
+        MEMPROF_REGS_HERE(&a.regs);
         uintptr_t top = memprof__coldstack_claim();
         if (top) {
             memprof__coldstack_call(record_here, &a, top);
