@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of the cached DWARF walk (src/core/unwind_fast.h): from the same place, it must
- * find the same return addresses as libgcc's unwinder (glibc's backtrace()), through frames
+ * find the same return addresses as libgcc's unwinder (_Unwind_Backtrace()), through frames
  * with and without a frame pointer, through libc's code (qsort() calling back), on another
  * thread, and again from its cache; and it must give up, for libgcc to walk, where a signal
  * frame is on the stack.
  */
 #define _GNU_SOURCE
-#include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
+#include <unwind.h>
 
 #include "core/platform.h"
 #include "core/unwind_fast.h"
@@ -31,13 +31,26 @@ struct walks {
     bool ended;
 };
 
-/* Both walks from this function: the first address differs (backtrace()'s return address
- * here, the walk's own start a few bytes before it), the rest must not. */
+static _Unwind_Reason_Code add_frame(struct _Unwind_Context *ctx, void *arg)
+{
+    struct walks *w = arg;
+    if (w->nlibgcc == MAX_FRAMES)
+        return _URC_END_OF_STACK;
+    w->libgcc[w->nlibgcc++] = (void *)_Unwind_GetIP(ctx);
+    return _URC_NO_REASON;
+}
+
+/* Both walks from this function: the first address differs (libgcc's first is the return
+ * address here, the cached walk's its start a few bytes before), the rest must not. libgcc
+ * called directly, as the profiler does: a sanitizer's backtrace() adds a frame of its own. */
 static __attribute__((noinline)) void walk_here(struct walks *w)
 {
     struct memprof_regs r;
     MEMPROF_REGS_HERE(&r);
-    w->nlibgcc = backtrace(w->libgcc, MAX_FRAMES);
+    w->nlibgcc = 0;
+    _Unwind_Backtrace(add_frame, w);
+    if (w->nlibgcc > 1 && !w->libgcc[w->nlibgcc - 1]) /* a zero return address ends it */
+        w->nlibgcc--;
     uintptr_t lo, top;
     if (!memprof__pf_mapping_of(r.sp, &lo, &top))
         top = 0;
