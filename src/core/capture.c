@@ -278,15 +278,14 @@ void memprof__capture_after_fork(void)
 }
 
 static MEMPROF_NOINLINE MEMPROF_SAMPLING_TEXT unsigned
-capture_dwarf(uintptr_t *frames, unsigned max, const struct memprof_regs *regs, uintptr_t stack_top,
-              bool *truncated)
+capture_dwarf(uintptr_t *frames, unsigned max, const struct memprof_regs *regs, bool *truncated)
 {
     void *buf[MEMPROF_CAPTURE_MAX + OWN_FRAMES_MARGIN + 1];
     int want = (int)max + OWN_FRAMES_MARGIN + 1;
     bool libgcc = MEMPROF_LIKELY(use_backtrace || !unw_bt), ended = false;
     /* The cached walk in front of libgcc's (unwind_fast.h), from the registers the sampling
      * path took on the program's stack; libunwind, where it is the unwinder, caches its own. */
-    int got = libgcc && regs ? memprof__unwind_fast(regs, stack_top, buf, want, &ended) : -1;
+    int got = libgcc && regs ? memprof__unwind_fast(regs, buf, want, &ended) : -1;
     if (got < 0) {
         /* libunwind only once memprof__capture_warm_up() loaded it. */
         got = libgcc ? libgcc_backtrace(buf, want) : unw_bt(buf, want);
@@ -323,7 +322,7 @@ void memprof__capture_warm_up(void)
     memprof__unwind_probes_install((const void *)unw_bt);
     uintptr_t frames[8];
     bool truncated;
-    capture_dwarf(frames, 8, NULL, 0, &truncated);
+    capture_dwarf(frames, 8, NULL, &truncated);
 #endif
 }
 
@@ -336,7 +335,7 @@ MEMPROF_SAMPLING_TEXT unsigned memprof__capture(enum memprof_unwinder how, uintp
         max = MEMPROF_CAPTURE_MAX;
 #if HAVE_LIBUNWIND
     if (how == MEMPROF_UNWIND_DWARF)
-        return capture_dwarf(frames, max, regs, stack_top, truncated);
+        return capture_dwarf(frames, max, regs, truncated);
 #else
     (void)how, (void)regs;
 #endif

@@ -60,9 +60,8 @@ void memprof__capture_warm_up(void);
 void memprof__capture_after_fork(void);
 /* Captures with the given unwinder (see memprof__capture_fp for the contract). The DWARF
  * unwinder walks from `regs` (taken by a caller on the stack to walk, unwind_fast.h) with
- * the cached walk when it can, bounded by `stack_top`; otherwise, or without `regs` (NULL)
- * or a known `stack_top` (0), libgcc's unwinder starts where it is called. It ignores
- * `from`; the frame-pointer walk ignores `regs`. */
+ * the cached walk when it can; otherwise, or without `regs` (NULL), libgcc's unwinder starts
+ * where it is called. It ignores `from` and `stack_top`; the frame-pointer walk `regs`. */
 unsigned memprof__capture(enum memprof_unwinder how, uintptr_t *frames, unsigned max,
                           uintptr_t from, const struct memprof_regs *regs, uintptr_t stack_top,
                           bool *truncated);

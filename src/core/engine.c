@@ -445,11 +445,10 @@ MEMPROF_SAMPLING_TEXT static void record_here(void *arg)
     struct memprof_tls *t = &memprof__tls;
     /* Native frames, then room for interpreter frames; on this (cold) stack, not TLS. */
     uintptr_t frames[MEMPROF_CAPTURE_MAX + MEMPROF_MAX_RUNTIME_FRAMES];
-    /* A walk reads only inside the mapping of the program's stack it starts on, looked up
-     * again when the thread samples on another stack (a signal handler's) or below the
-     * mapping's start (the main stack grew). */
-    if ((E.unwinder != MEMPROF_UNWIND_DWARF || MEMPROF_HAVE_UNWIND_FAST) &&
-        (a->from < t->stack_lo || a->from >= t->stack_top) &&
+    /* A frame-pointer walk reads only inside the mapping of the program's stack it starts
+     * on, looked up again when the thread samples on another stack (a signal handler's) or
+     * below the mapping's start (the main stack grew). */
+    if (E.unwinder != MEMPROF_UNWIND_DWARF && (a->from < t->stack_lo || a->from >= t->stack_top) &&
         !memprof__pf_mapping_of(a->from, &t->stack_lo, &t->stack_top))
         t->stack_lo = t->stack_top = 0;
     bool truncated;

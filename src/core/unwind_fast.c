@@ -5,6 +5,7 @@
  */
 #include "core/unwind_fast.h"
 
+#include <pthread.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -19,6 +20,8 @@ struct dwarf_eh_bases {
     void *tbase, *dbase, *func;
 };
 extern const void *_Unwind_Find_FDE(void *pc, struct dwarf_eh_bases *bases);
+/* The main thread's stack pointer at start (glibc's loader). */
+extern void *__libc_stack_end;
 
 /* DWARF register numbers on x86-64. */
 #define REG_BP 6
@@ -447,11 +450,24 @@ static inline int64_t slot_offset(uint64_t rule, unsigned shift)
     return (int64_t)(int8_t)(uint8_t)(rule >> shift) * 8;
 }
 
-int memprof__unwind_fast(const struct memprof_regs *r, uintptr_t stack_top, void **frames, int max,
-                         bool *ended)
+/* The end of the stack sp is on (unwind_fast.h), or 0. The thread descriptor is the main
+ * thread's too, but there it lies below the stack, in memory the loader mapped. */
+static uintptr_t stack_end(uintptr_t sp)
+{
+    uintptr_t self = (uintptr_t)pthread_self();
+    if (self > sp && self - sp <= MEMPROF_UNWIND_FAST_SPAN)
+        return self;
+    uintptr_t start = ((uintptr_t)__libc_stack_end | 4095) + 1;
+    if (__libc_stack_end && start > sp && start - sp <= MEMPROF_UNWIND_FAST_SPAN)
+        return start;
+    return 0;
+}
+
+int memprof__unwind_fast(const struct memprof_regs *r, void **frames, int max, bool *ended)
 {
     *ended = false;
-    if (max <= 0 || !stack_top || r->sp >= stack_top)
+    uintptr_t stack_top = stack_end(r->sp);
+    if (max <= 0 || !stack_top)
         return -1;
     uintptr_t pc = r->pc, sp = r->sp, bp = r->bp;
     int n = 0;
@@ -492,10 +508,9 @@ int memprof__unwind_fast(const struct memprof_regs *r, uintptr_t stack_top, void
 
 #else
 
-int memprof__unwind_fast(const struct memprof_regs *r, uintptr_t stack_top, void **frames, int max,
-                         bool *ended)
+int memprof__unwind_fast(const struct memprof_regs *r, void **frames, int max, bool *ended)
 {
-    (void)r, (void)stack_top, (void)frames, (void)max;
+    (void)r, (void)frames, (void)max;
     *ended = false;
     return -1;
 }

@@ -17,7 +17,13 @@
  * and the caller unwinds the whole stack with libgcc as before; the address is remembered as
  * one to give up at. Every load is checked first against the stack's bounds, and each frame's
  * CFA must lie above the previous one's, so a wrong rule (a module unloaded and another
- * mapped at its addresses) can make a wrong stack, never a wild read.
+ * mapped at its addresses) can make a wrong stack, never a wild read. The bounds come without
+ * a system call or a file (the program must never see a descriptor of the profiler's): a
+ * thread's stack ends at its thread descriptor, which glibc puts at the top of every stack it
+ * starts a thread on (its own or one the program gave), and the main thread's at the page
+ * holding __libc_stack_end, the stack pointer the program started with; a stack pointer
+ * more than MEMPROF_UNWIND_FAST_SPAN below either (a coroutine's stack, a signal stack, a
+ * deeper stack than that) is not walked here.
  *
  * The table's entries are written without a lock: a reader takes an entry only when its key
  * and the check bits in its rule both match the address (a write racing another write to the
@@ -50,12 +56,15 @@ struct memprof_regs {
 #define MEMPROF_REGS_HERE(r)     ((r)->pc = (r)->sp = (r)->bp = 0)
 #endif
 
-/* Walks the stack from `r` (its pc is the first address written, as backtrace() writes its
- * caller's), within [r->sp, stack_top): writes at most `max` return addresses to `frames`.
- * Returns how many, with *ended true when the stack's outermost frame was reached (false:
- * `max` was); or -1 when a frame needs libgcc's full unwinder (see above), or when the walk
- * is not available here. */
-int memprof__unwind_fast(const struct memprof_regs *r, uintptr_t stack_top, void **frames, int max,
-                         bool *ended);
+/* How far below the end of its stack (above) a walk may start. */
+#define MEMPROF_UNWIND_FAST_SPAN ((uintptr_t)64 << 20)
+
+/* Walks the calling thread's stack from `r` (its pc is the first address written, as
+ * backtrace() writes its caller's), taken by a caller of this function on that stack: writes
+ * at most `max` return addresses to `frames`. Returns how many, with *ended true when the
+ * stack's outermost frame was reached (false: `max` was); or -1 when a frame needs libgcc's
+ * full unwinder, the stack is not one it knows the end of (see above), or the walk is not
+ * available here. */
+int memprof__unwind_fast(const struct memprof_regs *r, void **frames, int max, bool *ended);
 
 #endif

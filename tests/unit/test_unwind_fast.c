@@ -4,14 +4,14 @@
  * find the same return addresses as libgcc's unwinder (_Unwind_Backtrace()), through frames
  * with and without a frame pointer, through libc's code (qsort() calling back), on another
  * thread, and again from its cache; and it must give up, for libgcc to walk, where a signal
- * frame is on the stack.
+ * frame is on the stack and on a stack whose end it does not know (a coroutine's).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
+#include <ucontext.h>
 #include <unwind.h>
 
-#include "core/platform.h"
 #include "core/unwind_fast.h"
 #include "test.h"
 
@@ -51,10 +51,7 @@ static __attribute__((noinline)) void walk_here(struct walks *w)
     _Unwind_Backtrace(add_frame, w);
     if (w->nlibgcc > 1 && !w->libgcc[w->nlibgcc - 1]) /* a zero return address ends it */
         w->nlibgcc--;
-    uintptr_t lo, top;
-    if (!memprof__pf_mapping_of(r.sp, &lo, &top))
-        top = 0;
-    w->nfast = memprof__unwind_fast(&r, top, w->fast, MAX_FRAMES, &w->ended);
+    w->nfast = memprof__unwind_fast(&r, w->fast, MAX_FRAMES, &w->ended);
 }
 
 static bool same_stack(const struct walks *w)
@@ -168,13 +165,34 @@ static void test_stops_at_the_limit_given(void)
 {
     struct memprof_regs r;
     MEMPROF_REGS_HERE(&r);
-    uintptr_t lo, top;
     void *frames[2];
     bool ended = true;
-    CHECK(memprof__pf_mapping_of(r.sp, &lo, &top));
-    EXPECT_EQ(memprof__unwind_fast(&r, top, frames, 2, &ended), 2);
+    EXPECT_EQ(memprof__unwind_fast(&r, frames, 2, &ended), 2);
     EXPECT(!ended);
-    EXPECT_EQ(memprof__unwind_fast(&r, 0, frames, 2, &ended), -1); /* no bounds, no walk */
+}
+
+/* A coroutine on a stack from malloc(): neither a thread's nor the main one. */
+static ucontext_t main_ctx, co_ctx;
+static struct walks on_coroutine;
+
+static void coroutine(void)
+{
+    walk_here(&on_coroutine);
+}
+
+static void test_gives_up_on_a_stack_it_does_not_know(void)
+{
+    size_t size = 256 * 1024;
+    void *stack = malloc(size);
+    CHECK(stack && getcontext(&co_ctx) == 0);
+    co_ctx.uc_stack.ss_sp = stack;
+    co_ctx.uc_stack.ss_size = size;
+    co_ctx.uc_link = &main_ctx;
+    makecontext(&co_ctx, coroutine, 0);
+    CHECK(swapcontext(&main_ctx, &co_ctx) == 0);
+    free(stack);
+    EXPECT_EQ(on_coroutine.nfast, -1);
+    EXPECT(on_coroutine.nlibgcc >= 2);
 }
 
 int main(int argc, char **argv)
@@ -190,6 +208,7 @@ int main(int argc, char **argv)
         TEST_CASE(test_same_frames_on_a_thread),
         TEST_CASE(test_gives_up_at_a_signal_frame),
         TEST_CASE(test_stops_at_the_limit_given),
+        TEST_CASE(test_gives_up_on_a_stack_it_does_not_know),
     };
     return TEST_MAIN(cases, false);
 }
