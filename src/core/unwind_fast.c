@@ -95,6 +95,20 @@ static int64_t sleb(struct cursor *c)
     return 0;
 }
 
+/* An n-byte little-endian unsigned value. */
+static uint64_t fixed(struct cursor *c, unsigned n)
+{
+    uint64_t v = 0;
+    if ((uint64_t)(c->end - c->p) < n) {
+        c->bad = true;
+        return 0;
+    }
+    for (unsigned i = 0; i < n; i++)
+        v |= (uint64_t)c->p[i] << (8 * i);
+    c->p += n;
+    return v;
+}
+
 static const uint8_t *skip(struct cursor *c, uint64_t n)
 {
     if (n > (uint64_t)(c->end - c->p)) {
@@ -259,30 +273,11 @@ static bool run(struct interp *s, struct cursor *c, uintptr_t *loc, uintptr_t ta
         switch (op) {
         case 0x00: /* nop */
             break;
-        case 0x02: /* advance_loc1 */
-            if (c->p + 1 > c->end)
-                return false;
-            *loc += c->p[0] * ca;
-            c->p += 1;
+        case 0x02: /* advance_loc1, 2, 4 */
+        case 0x03:
+        case 0x04:
+            *loc += fixed(c, 1u << (op - 0x02)) * ca;
             break;
-        case 0x03: { /* advance_loc2 */
-            uint16_t d;
-            if (c->p + 2 > c->end)
-                return false;
-            memcpy(&d, c->p, 2);
-            c->p += 2;
-            *loc += d * ca;
-            break;
-        }
-        case 0x04: { /* advance_loc4 */
-            uint32_t d;
-            if (c->p + 4 > c->end)
-                return false;
-            memcpy(&d, c->p, 4);
-            c->p += 4;
-            *loc += d * ca;
-            break;
-        }
         case 0x05: /* offset_extended */
             reg = uleb(c);
             set_rule(s, reg, SAVED, (int64_t)uleb(c) * da);
@@ -296,7 +291,9 @@ static bool run(struct interp *s, struct cursor *c, uintptr_t *loc, uintptr_t ta
         case 0x08: /* same_value */
             set_rule(s, uleb(c), SAME, 0);
             break;
-        case 0x09: /* register */
+        case 0x09: /* register, val_offset, val_offset_sf: a LEB128 operand, skipped alike */
+        case 0x14:
+        case 0x15:
             reg = uleb(c);
             uleb(c);
             set_rule(s, reg, OTHER, 0);
@@ -327,7 +324,8 @@ static bool run(struct interp *s, struct cursor *c, uintptr_t *loc, uintptr_t ta
             skip(c, uleb(c));
             s->row.cfa_expr = true;
             break;
-        case 0x10: /* expression */
+        case 0x10: /* expression, val_expression */
+        case 0x16:
             reg = uleb(c);
             skip(c, uleb(c));
             set_rule(s, reg, OTHER, 0);
@@ -343,21 +341,6 @@ static bool run(struct interp *s, struct cursor *c, uintptr_t *loc, uintptr_t ta
             break;
         case 0x13: /* def_cfa_offset_sf */
             s->row.cfa_off = sleb(c) * da;
-            break;
-        case 0x14: /* val_offset */
-            reg = uleb(c);
-            uleb(c);
-            set_rule(s, reg, OTHER, 0);
-            break;
-        case 0x15: /* val_offset_sf */
-            reg = uleb(c);
-            sleb(c);
-            set_rule(s, reg, OTHER, 0);
-            break;
-        case 0x16: /* val_expression */
-            reg = uleb(c);
-            skip(c, uleb(c));
-            set_rule(s, reg, OTHER, 0);
             break;
         case 0x2e: /* GNU_args_size: for landing pads only */
             uleb(c);
