@@ -28,7 +28,8 @@ extern void *__libc_stack_end;
 #define REG_SP 7
 
 /* A rule in 64 bits: the CFA's offset from rsp or rbp, where rbp and the return address are
- * saved (offsets from the CFA, in words), two outcomes, and 24 check bits of the address. */
+ * saved (offsets from the CFA, in words), two outcomes, and 24 check bits of the address's
+ * hash (its low bits: the table index takes its high ones). */
 #define RULE_CFA_OFF     ((UINT64_C(1) << 20) - 1)
 #define RULE_CFA_BP      (UINT64_C(1) << 20)
 #define RULE_BP_SAVED    (UINT64_C(1) << 21)
@@ -44,16 +45,6 @@ extern void *__libc_stack_end;
 static struct slot {
     _Atomic uint64_t key, rule;
 } table[1u << TABLE_BITS];
-
-static inline uint64_t hashed(uintptr_t pc)
-{
-    return (uint64_t)pc * UINT64_C(0x9E3779B97F4A7C15);
-}
-
-static inline uint64_t check_of(uintptr_t pc)
-{
-    return memprof__mix64(pc) >> RULE_CHECK_SHIFT;
-}
 
 /* ---- reading call frame information --------------------------------------------------- */
 
@@ -163,13 +154,10 @@ static bool entry(const uint8_t *p, struct cursor *c)
 static bool parse_cie(const uint8_t *at, struct cie *out)
 {
     struct cursor c;
-    if (!entry(at, &c) || c.end - c.p < 6)
+    if (!entry(at, &c))
         return false;
-    uint32_t id;
-    memcpy(&id, c.p, 4);
-    c.p += 4;
-    uint8_t version = *c.p++;
-    if (id != 0 || (version != 1 && version != 3))
+    uint64_t id = fixed(&c, 4), version = fixed(&c, 1);
+    if (c.bad || id != 0 || (version != 1 && version != 3))
         return false;
     const char *aug = (const char *)c.p;
     size_t alen = strnlen(aug, (size_t)(c.end - c.p));
@@ -179,7 +167,7 @@ static bool parse_cie(const uint8_t *at, struct cie *out)
         return false;
     out->code_align = uleb(&c);
     out->data_align = sleb(&c);
-    out->ra_reg = version == 1 ? (c.p < c.end ? *c.p++ : 0) : uleb(&c);
+    out->ra_reg = version == 1 ? fixed(&c, 1) : uleb(&c);
     out->ptr_size = 8;
     out->z = aug[0] == 'z';
     if (out->z) {
@@ -187,7 +175,7 @@ static bool parse_cie(const uint8_t *at, struct cie *out)
         struct cursor a = {c.p, c.p, false};
         a.end = skip(&c, n);
         for (const char *k = aug + 1; *k && !a.bad; k++) {
-            uint8_t enc = a.p < a.end ? *a.p++ : 0;
+            uint8_t enc = (uint8_t)fixed(&a, 1);
             if (*k == 'R') {
                 if ((out->ptr_size = encoded_size(enc)) == 0)
                     return false;
@@ -374,13 +362,13 @@ static uint64_t compute(uintptr_t pc)
         return RULE_GIVE_UP; /* no FDE here: a JIT's code, registered with the process's libgcc_s */
     struct cursor c;
     struct cie cie;
-    int32_t back;
-    if (!entry(fde, &c) || c.end - c.p < 4)
+    if (!entry(fde, &c))
         return RULE_GIVE_UP;
-    memcpy(&back, c.p, 4);
-    if (!parse_cie(c.p - back, &cie))
+    const uint8_t *at = c.p;
+    int32_t back = (int32_t)(uint32_t)fixed(&c, 4); /* the CIE's distance back from `at` */
+    if (c.bad || !parse_cie(at - back, &cie))
         return RULE_GIVE_UP;
-    skip(&c, 4 + 2 * (uint64_t)cie.ptr_size); /* the CIE pointer, pc_begin, pc_range */
+    skip(&c, 2 * (uint64_t)cie.ptr_size); /* pc_begin, pc_range */
     if (cie.z)
         skip(&c, uleb(&c));
     if (c.bad)
@@ -411,8 +399,8 @@ static uint64_t compute(uintptr_t pc)
 
 static uint64_t rule_of(uintptr_t pc)
 {
-    struct slot *s = &table[hashed(pc) >> (64 - TABLE_BITS)];
-    uint64_t check = check_of(pc);
+    uint64_t h = memprof__mix64(pc), check = h & ((UINT64_C(1) << (64 - RULE_CHECK_SHIFT)) - 1);
+    struct slot *s = &table[h >> (64 - TABLE_BITS)];
     if (memprof_atomic_load_acquire(&s->key) == pc) {
         uint64_t v = memprof_atomic_load_relaxed(&s->rule);
         if (v >> RULE_CHECK_SHIFT == check)
