@@ -32,7 +32,7 @@ const char *memprof_version_string(void)
     return MEMPROF_VERSION_STRING;
 }
 
-void memprof_config_init(memprof_config *cfg)
+MEMPROF_START_TEXT void memprof_config_init(memprof_config *cfg)
 {
     if (!cfg)
         return;
@@ -56,7 +56,7 @@ static bool tail_is_zero(const void *p, size_t from, size_t to)
 /* Set once, before the engine leaves UNINITIALIZED for good: an owned profile stays owned. */
 static _Atomic int owned MEMPROF_START_DATA;
 
-static int init_config(const memprof_config *cfg)
+MEMPROF_START_TEXT static int init_config(const memprof_config *cfg)
 {
     memprof_config c;
     memprof_config_init(&c);
@@ -97,7 +97,7 @@ static int init_config(const memprof_config *cfg)
     return memprof__engine_init(&ec);
 }
 
-int memprof__init_owned(const memprof_config *cfg)
+MEMPROF_START_TEXT int memprof__init_owned(const memprof_config *cfg)
 {
     int rc = init_config(cfg);
     if (rc == 0)
@@ -133,7 +133,7 @@ int memprof_init(uint64_t sampling_rate)
  * and start then reports -ENOTSUP. Hidden: never looked up in another object at load. */
 extern int memprof__got_install(void) __attribute__((weak, visibility("hidden")));
 
-int memprof_start(void)
+MEMPROF_START_TEXT int memprof_start(void)
 {
     int rc = memprof__engine_start();
     if (rc == -ENOTSUP && memprof__got_install && memprof__got_install() == 0)

@@ -114,7 +114,7 @@ MEMPROF_SAMPLING_TEXT int memprof_report_sampled(uint64_t id, size_t size)
 
 static int (*_Atomic exit_profile_writer)(void) MEMPROF_START_DATA;
 
-void memprof__set_exit_profile_writer(int (*writer)(void))
+MEMPROF_START_TEXT void memprof__set_exit_profile_writer(int (*writer)(void))
 {
     memprof_atomic_store_release(&exit_profile_writer, writer);
 }

@@ -241,7 +241,7 @@ int memprof_snapshot_write(const memprof_snapshot *snapshot, const char *path,
     return memprof__snapshot_write_how(snapshot, path, format, NULL);
 }
 
-void memprof__snapshot_write_names(bool on)
+MEMPROF_START_TEXT void memprof__snapshot_write_names(bool on)
 {
     memprof__sym_set_symbolize(on);
 }

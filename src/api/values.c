@@ -31,7 +31,7 @@ static const struct {
 };
 #define NFORMATS (sizeof formats / sizeof *formats)
 
-memprof_format memprof__format_by_name(const char *name)
+MEMPROF_START_TEXT memprof_format memprof__format_by_name(const char *name)
 {
     for (size_t i = 0; name && i < NFORMATS; i++)
         if (!strcmp(name, formats[i].name))
@@ -74,12 +74,12 @@ const char *memprof_format_extension(memprof_format format)
     return *ext ? ext : NULL;
 }
 
-int memprof_format_from_path(const char *path)
+MEMPROF_START_TEXT int memprof_format_from_path(const char *path)
 {
     return path ? (int)memprof__format_by_path(path) : -EINVAL;
 }
 
-memprof_format memprof__format_by_path(const char *path)
+MEMPROF_START_TEXT memprof_format memprof__format_by_path(const char *path)
 {
     size_t n = path ? strlen(path) : 0;
     for (size_t i = 0; i < NFORMATS; i++)
@@ -91,7 +91,7 @@ memprof_format memprof__format_by_path(const char *path)
     return MEMPROF_FORMAT_AUTO;
 }
 
-int memprof__parse_bool(const char *v)
+MEMPROF_START_TEXT int memprof__parse_bool(const char *v)
 {
     if (!v)
         return -1;
@@ -239,7 +239,7 @@ bool memprof__expand_path(const char *tmpl, pid_t pid, char *out, size_t size, b
     return true;
 }
 
-const char *memprof__program_name(void)
+MEMPROF_START_TEXT const char *memprof__program_name(void)
 {
     const char *file = (const char *)getauxval(AT_EXECFN);
     /* A descriptor's name says nothing of the program: argv[0] does. */
@@ -251,7 +251,7 @@ const char *memprof__program_name(void)
     return slash ? slash + 1 : file;
 }
 
-bool memprof__program_name_char(char c)
+MEMPROF_START_TEXT bool memprof__program_name_char(char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
            c == '_' || c == '+' || c == '-';
@@ -259,7 +259,8 @@ bool memprof__program_name_char(char c)
 
 #define PROGRAM_NAME_MAX 64
 
-bool memprof__expand_program(const char *tmpl, const char *name, char *out, size_t size)
+MEMPROF_START_TEXT bool memprof__expand_program(const char *tmpl, const char *name, char *out,
+                                                size_t size)
 {
     char safe[PROGRAM_NAME_MAX + 1];
     size_t n = 0;

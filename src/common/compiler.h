@@ -21,7 +21,12 @@
 /* Zero-initialised state that every process under the preload plugin writes at start: in
  * .bss each such variable's page would take a page fault of its own (two when it is read
  * first), in .data it shares the page the loader has already written for relocations. */
-#define MEMPROF_START_DATA    __attribute__((section(".data.memprof_start")))
+#define MEMPROF_START_DATA __attribute__((section(".data.memprof_start")))
+/* Code that every process under the preload plugin runs at start (and at an exit without a
+ * profile to write), placed with the constructors in .text.startup, which the linker puts
+ * at the start of .text. A page fault on the text maps the 64 KiB around it at once; spread
+ * through .text by link order, this code took three text faults more per process. */
+#define MEMPROF_START_TEXT    __attribute__((section(".text.startup")))
 #define MEMPROF_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 #endif

@@ -87,6 +87,9 @@ MEMPROF_INTERNAL int memprof__engine_use_framed_sample_heap(size_t page);
 MEMPROF_INTERNAL int memprof__engine_mlockall(int flags, int (*real_mlockall)(int));
 /* 0 if the engine's tables may be read (initialised, not shut down), else -errno. */
 MEMPROF_INTERNAL int memprof__engine_readable(void);
+/* The samples taken so far (memprof_stats.total_samples), read without the rest: a backend
+ * asks at exit whether there is anything to write. Any thread. */
+uint64_t memprof__engine_samples(void);
 /* Counts a profile the backend could not write (memprof_stats.write_failures). */
 MEMPROF_INTERNAL void memprof__engine_count_write_failure(void);
 /* Marks the object containing `addr` as profiler code, skipped at the leaf end of stacks. */

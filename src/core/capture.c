@@ -27,12 +27,13 @@
 
 #define MAX_OWN_RANGES 8
 
+/* Written at start in every process (compiler.h). */
 static struct {
     uintptr_t lo, hi;
-} own_ranges[MAX_OWN_RANGES];
-static unsigned n_own_ranges;
+} own_ranges[MAX_OWN_RANGES] MEMPROF_START_DATA;
+static unsigned n_own_ranges MEMPROF_START_DATA;
 
-void memprof__capture_add_own_range(uintptr_t lo, uintptr_t hi)
+MEMPROF_START_TEXT void memprof__capture_add_own_range(uintptr_t lo, uintptr_t hi)
 {
     for (unsigned i = 0; i < n_own_ranges; i++)
         if (own_ranges[i].lo == lo && own_ranges[i].hi == hi)
@@ -48,14 +49,14 @@ void memprof__capture_add_own_range(uintptr_t lo, uintptr_t hi)
 extern const char __start_memprof_sampling_text[] __attribute__((weak, visibility("hidden")));
 extern const char __stop_memprof_sampling_text[] __attribute__((weak, visibility("hidden")));
 
-void memprof__capture_add_own_sampling_text(void)
+MEMPROF_START_TEXT void memprof__capture_add_own_sampling_text(void)
 {
     if (__start_memprof_sampling_text && __stop_memprof_sampling_text)
         memprof__capture_add_own_range((uintptr_t)__start_memprof_sampling_text,
                                        (uintptr_t)__stop_memprof_sampling_text);
 }
 
-void memprof__capture_add_own_object(const void *addr)
+MEMPROF_START_TEXT void memprof__capture_add_own_object(const void *addr)
 {
     uintptr_t lo, hi;
     if (memprof__pf_text_range(addr, &lo, &hi) == 0)
@@ -145,7 +146,7 @@ MEMPROF_NOINLINE MEMPROF_SAMPLING_TEXT unsigned memprof__capture_fp(uintptr_t *f
     return n;
 }
 
-bool memprof__capture_have_dwarf(void)
+MEMPROF_START_TEXT bool memprof__capture_have_dwarf(void)
 {
     return HAVE_LIBUNWIND;
 }
@@ -166,7 +167,7 @@ bool memprof__capture_have_dwarf(void)
  * is used only where glibc has no _dl_find_object(), and there never in a fork() child (the flag is
  * set by memprof__capture_after_fork(), before any thread of the child exists). Both give the same
  * return addresses, starting with capture_dwarf's own. */
-static bool use_backtrace;
+static bool use_backtrace MEMPROF_START_DATA; /* written at start (compiler.h) */
 
 /* libgcc's unwinder: the copy linked into this library (libgcc_eh, -static-libgcc), or the
  * process's libgcc_s.so.1 when it has one. Both find a return address's unwind table with
@@ -195,7 +196,7 @@ struct loaded {
     const char *path;
 };
 
-static int find_libgcc_s(struct dl_phdr_info *info, size_t size, void *data)
+MEMPROF_START_TEXT static int find_libgcc_s(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
     const char *name = info->dlpi_name, *slash = name ? strrchr(name, '/') : NULL;
@@ -306,11 +307,29 @@ capture_dwarf(uintptr_t *frames, unsigned max, const struct memprof_regs *regs, 
 void memprof__capture_after_fork(void) {}
 #endif
 
-void memprof__capture_warm_up(void)
+#if HAVE_LIBUNWIND
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 35)
+#pragma weak _dl_find_object
+#endif
+
+/* Whether glibc has _dl_find_object() (2.35): where the headers say it may, through a weak
+ * reference, which the loader binds with the rest (dlsym() was a lookup more in every
+ * process at start). */
+MEMPROF_START_TEXT static bool have_dl_find_object(void)
+{
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 35)
+    return _dl_find_object != NULL;
+#else
+    return dlsym(RTLD_DEFAULT, "_dl_find_object") != NULL;
+#endif
+}
+#endif
+
+MEMPROF_START_TEXT void memprof__capture_warm_up(void)
 {
 #if HAVE_LIBUNWIND
     use_process_libgcc();
-    if (dlsym(RTLD_DEFAULT, "_dl_find_object")) {
+    if (have_dl_find_object()) {
         use_backtrace = true;
         return;
     }

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "core/capture.h"
 #include "core/coldstack.h"
 #include "common/estimate.h"
+#include "common/process_hooks.h"
 #include "core/platform.h"
 #include "core/sandbox.h"
 #include "core/sources.h"
@@ -25,7 +27,12 @@
 /* An internal state between UNINITIALIZED and INITIALIZED while init maps the tables. */
 #define ENGINE_INITIALIZING 100
 
-struct memprof_engine memprof__engine;
+/* Aligned so that what init writes (the fields up to depth_min) lies within one page: the
+ * page fault that costs every process under the plugin is one, not two. */
+#define ENGINE_ALIGN 2048
+struct memprof_engine memprof__engine __attribute__((aligned(ENGINE_ALIGN)));
+_Static_assert(offsetof(struct memprof_engine, depth_min) + sizeof(uint32_t) <= ENGINE_ALIGN,
+               "the fields memprof__engine_init() writes no longer fit in one aligned block");
 #define E memprof__engine
 /* Aligned: a cache line of its own, shared by every free and rarely written. */
 struct memprof_engine_hot memprof__hot __attribute__((aligned(64)));
@@ -602,7 +609,7 @@ static void atfork_child(void)
     memprof_atomic_cas_relaxed(&E.tables, &mapping, TABLES_NONE);
 }
 
-int memprof__engine_init(const struct memprof_engine_config *cfg)
+MEMPROF_START_TEXT int memprof__engine_init(const struct memprof_engine_config *cfg)
 {
     int expected = MEMPROF_STATE_UNINITIALIZED;
     if (!memprof_atomic_cas_seqcst(&E.state, &expected, ENGINE_INITIALIZING))
@@ -631,7 +638,7 @@ int memprof__engine_init(const struct memprof_engine_config *cfg)
         memprof__capture_warm_up();
     static _Atomic int atfork_done MEMPROF_START_DATA;
     if (!memprof_atomic_exchange_acqrel(&atfork_done, 1))
-        pthread_atfork(NULL, NULL, atfork_child);
+        memprof_atfork(NULL, NULL, atfork_child);
     memprof_atomic_store_seqcst(&E.state, MEMPROF_STATE_INITIALIZED);
     memprof__guard_leave(g);
     return 0;
@@ -654,7 +661,7 @@ static int transition(int from_a, int from_b, int to)
     }
 }
 
-int memprof__engine_start(void)
+MEMPROF_START_TEXT int memprof__engine_start(void)
 {
     /* Without a backend nothing would ever reach the engine; say so rather than pretend.
      * (Wrong-state errors take precedence, so check the state first.) */
@@ -692,13 +699,13 @@ void memprof__engine_shutdown(void)
     }
 }
 
-int memprof__engine_state(void)
+MEMPROF_START_TEXT int memprof__engine_state(void)
 {
     int st = memprof_atomic_load_acquire(&E.state);
     return st == ENGINE_INITIALIZING ? MEMPROF_STATE_UNINITIALIZED : st;
 }
 
-int memprof__engine_readable(void)
+MEMPROF_START_TEXT int memprof__engine_readable(void)
 {
     switch (memprof__engine_state()) {
     case MEMPROF_STATE_UNINITIALIZED:
@@ -710,12 +717,12 @@ int memprof__engine_readable(void)
     }
 }
 
-void memprof__backend_register(void)
+MEMPROF_START_TEXT void memprof__backend_register(void)
 {
     memprof_atomic_add_relaxed(&E.backends, 1);
 }
 
-int memprof__engine_defer_tables(void)
+MEMPROF_START_TEXT int memprof__engine_defer_tables(void)
 {
     if (memprof_atomic_load_acquire(&E.state) != MEMPROF_STATE_UNINITIALIZED)
         return -EALREADY;
@@ -723,7 +730,7 @@ int memprof__engine_defer_tables(void)
     return 0;
 }
 
-int memprof__engine_use_sample_heap(void)
+MEMPROF_START_TEXT int memprof__engine_use_sample_heap(void)
 {
     if (memprof_atomic_load_acquire(&E.state) != MEMPROF_STATE_UNINITIALIZED)
         return -EALREADY;
@@ -759,7 +766,7 @@ void memprof__engine_count_write_failure(void)
     memprof_atomic_add_relaxed(&E.write_failures, 1);
 }
 
-void memprof__engine_own_code(const void *addr)
+MEMPROF_START_TEXT void memprof__engine_own_code(const void *addr)
 {
     memprof__capture_add_own_object(addr);
 }
@@ -849,6 +856,11 @@ void memprof__engine_seccomp_after(uint32_t marked, bool installed)
 }
 
 /* ---- statistics ---------------------------------------------------------------------------- */
+
+MEMPROF_START_TEXT uint64_t memprof__engine_samples(void)
+{
+    return memprof_atomic_load_relaxed(&E.total_samples);
+}
 
 void memprof__engine_stats(memprof_stats *s)
 {

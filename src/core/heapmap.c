@@ -37,7 +37,7 @@ static struct memprof_hm_slot *segment(struct memprof_heapmap *hm, unsigned k)
     return memprof_atomic_load_acquire(&hm->segs[k]);
 }
 
-void memprof__hm_setup(struct memprof_heapmap *hm, uint64_t capacity)
+MEMPROF_START_TEXT void memprof__hm_setup(struct memprof_heapmap *hm, uint64_t capacity)
 {
     uint64_t cap = MEMPROF_HM_MIN_SEG;
     while (cap < capacity && cap < ((uint64_t)1 << 34))

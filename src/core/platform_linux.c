@@ -44,7 +44,7 @@
 enum { FUTURE_LOCKS_UNKNOWN, FUTURE_LOCKS_NONE, FUTURE_LOCKS_MAYBE };
 static _Atomic int future_locks MEMPROF_START_DATA = FUTURE_LOCKS_UNKNOWN;
 
-void memprof__pf_no_future_locks(void)
+MEMPROF_START_TEXT void memprof__pf_no_future_locks(void)
 {
     int unknown = FUTURE_LOCKS_UNKNOWN;
     memprof_atomic_cas_seqcst(&future_locks, &unknown, FUTURE_LOCKS_NONE);
@@ -132,7 +132,7 @@ void memprof__pf_no_huge_pages(void *p, size_t size)
     errno = saved;
 }
 
-uint64_t memprof__pf_now_ns(void)
+MEMPROF_START_TEXT uint64_t memprof__pf_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -409,7 +409,7 @@ struct text_range_ctx {
     int found;
 };
 
-static int text_range_cb(struct dl_phdr_info *info, size_t size, void *data)
+MEMPROF_START_TEXT static int text_range_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
     struct text_range_ctx *c = data;
@@ -435,7 +435,7 @@ static int text_range_cb(struct dl_phdr_info *info, size_t size, void *data)
     return 1;
 }
 
-int memprof__pf_text_range(const void *addr, uintptr_t *lo, uintptr_t *hi)
+MEMPROF_START_TEXT int memprof__pf_text_range(const void *addr, uintptr_t *lo, uintptr_t *hi)
 {
     struct text_range_ctx c = {.addr = (uintptr_t)addr};
     dl_iterate_phdr(text_range_cb, &c);

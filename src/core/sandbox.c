@@ -42,7 +42,8 @@
 #define NATIVE_ARCH AUDIT_ARCH_AARCH64
 #endif
 
-_Atomic uint32_t memprof__sys_forbidden;
+/* Read at start and at exit in every process (compiler.h). */
+_Atomic uint32_t memprof__sys_forbidden MEMPROF_START_DATA;
 
 /* One system call of a group, with the arguments the profiler passes (pointers as 0: a
  * filter cannot look behind them, and none worth the name compares them). */

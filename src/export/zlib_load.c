@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "common/atomic.h"
+#include "common/process_hooks.h"
 
 /* zlib's soname since 1.1 (1998); ZLIB_VERNUM checks come with the version argument the
  * init functions get. */
@@ -82,5 +83,5 @@ static void fork_child(void)
 /* At load, before any thread of the program can write a profile. */
 __attribute__((constructor)) static void register_fork_handlers(void)
 {
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    memprof_atfork(fork_prepare, fork_parent, fork_child);
 }

@@ -16,7 +16,10 @@
 #define HEADER          16
 #define heap            memprof__bootstrap_heap
 
-_Alignas(4096) unsigned char memprof__bootstrap_heap[MEMPROF_BOOTSTRAP_BYTES];
+/* Aligned as a block header; blocks are aligned by address below. (A larger alignment here
+ * would align the whole .bss, whose first page would then be one more page fault in every
+ * process, where now it shares the page the loader has written already.) */
+_Alignas(HEADER) unsigned char memprof__bootstrap_heap[MEMPROF_BOOTSTRAP_BYTES];
 static _Atomic size_t used;
 
 void *memprof__bootstrap_alloc(size_t n, size_t align)
@@ -31,8 +34,10 @@ void *memprof__bootstrap_alloc(size_t n, size_t align)
     /* Relaxed: the read-modify-write alone makes the ranges disjoint; the memory is static and
      * zeroed, so there is nothing else to publish. */
     size_t cur = memprof_atomic_load_relaxed(&used), start, end;
+    uintptr_t base = (uintptr_t)heap;
     do {
-        start = (cur + HEADER + align - 1) & ~(align - 1); /* block start, header before it */
+        /* The block's offset, its address aligned, its header before it. */
+        start = ((base + cur + HEADER + align - 1) & ~(uintptr_t)(align - 1)) - base;
         end = start + need;
         if (end > BOOTSTRAP_BYTES) {
             errno = ENOMEM;

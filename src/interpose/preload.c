@@ -64,15 +64,42 @@ static void die(const char *what)
 
 static void *next(const char *name, int required)
 {
-    void *f = dlsym(RTLD_NEXT, name);
+    /* libc's dlsym() itself rather than the plugin's (preload_dl.c), which would forward each
+     * lookup to it after work of its own: the answer is the same (RTLD_NEXT is judged from
+     * the caller, this function). Only the resolving thread gets here. */
+    static void *(*libc_dlsym)(void *, const char *)MEMPROF_START_DATA;
+    if (!libc_dlsym)
+        libc_dlsym = (void *(*)(void *, const char *))memprof__preload_libc_function("dlsym");
+    void *f = libc_dlsym ? libc_dlsym(RTLD_NEXT, name) : dlsym(RTLD_NEXT, name);
     if (!f && required)
         die(name);
     return f;
 }
 
+/* libc's code range, found once by the first of the questions below. */
+static uintptr_t libc_lo MEMPROF_START_DATA, libc_hi MEMPROF_START_DATA;
+
+static bool in_libc(const void *f)
+{
+    if (!libc_hi &&
+        memprof__pf_text_range((const void *)gnu_get_libc_version, &libc_lo, &libc_hi) != 0)
+        return false;
+    return (uintptr_t)f >= libc_lo && (uintptr_t)f < libc_hi;
+}
+
+/* Whether a and b are code of the same object: both libc's, most often. */
+static bool same_object(const void *a, const void *b)
+{
+    if (in_libc(a) && in_libc(b))
+        return true;
+    uintptr_t a_lo, a_hi, b_lo, b_hi;
+    return memprof__pf_text_range(a, &a_lo, &a_hi) == 0 &&
+           memprof__pf_text_range(b, &b_lo, &b_hi) == 0 && a_lo == b_lo;
+}
+
 /* Resolves the real functions once. Returns false while another thread is resolving (the
  * caller then uses the bootstrap heap). */
-static bool resolve_real(void)
+MEMPROF_START_TEXT static bool resolve_real(void)
 {
     int expected = 0;
     if (memprof_atomic_load_acquire(&resolve_state) == 2)
@@ -91,11 +118,8 @@ static bool resolve_real(void)
      * glibc's, whose blocks the other allocator's free() cannot release. Use it only if it
      * comes from the object that provides malloc, which its code range tells (dladdr()
      * would scan the object's whole symbol table, ~50 us for libc's, in every process). */
-    uintptr_t pv_lo, pv_hi, ma_lo, ma_hi;
     void *real_malloc = next("malloc", 1); /* stored last: the early slot resolves until then */
-    if (real.pvalloc &&
-        (memprof__pf_text_range((const void *)real.pvalloc, &pv_lo, &pv_hi) != 0 ||
-         memprof__pf_text_range(real_malloc, &ma_lo, &ma_hi) != 0 || pv_lo != ma_lo))
+    if (real.pvalloc && !same_object((const void *)real.pvalloc, real_malloc))
         real.pvalloc = NULL;
     real.malloc_usable_size = next("malloc_usable_size", 1);
     real.malloc = (void *(*)(size_t))real_malloc;
@@ -181,13 +205,10 @@ static bool behind_glibc(void)
     if (!free_is_ours())
         return false;
     /* Compared with libc's code range: dladdr() would scan libc's symbol table each time. */
-    uintptr_t lo, hi;
-    if (memprof__pf_text_range((const void *)gnu_get_libc_version, &lo, &hi) != 0)
-        return false;
     void *fns[] = {(void *)real.malloc, (void *)real.free, (void *)real.calloc,
                    (void *)real.realloc, (void *)real.memalign};
     for (size_t i = 0; i < MEMPROF_ARRAY_SIZE(fns); i++)
-        if ((uintptr_t)fns[i] < lo || (uintptr_t)fns[i] >= hi)
+        if (!in_libc(fns[i]))
             return false;
     return true;
 }
@@ -223,6 +244,10 @@ __attribute__((constructor(101))) static void preload_init(void)
         memprof__preload_retarget_none();
     memprof__preload_configure(prepared);
 }
+
+/* The plugin's DT_FINI (src/meson.build): what crti's _fini does, nothing, but placed with the
+ * start-up code rather than at the end of .text, whose page every exit then faulted in. */
+MEMPROF_START_TEXT void memprof__preload_fini(void) {}
 
 /* ---- the entry points ---------------------------------------------------------------- */
 

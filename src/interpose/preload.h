@@ -17,6 +17,9 @@
  * from the plugin's constructor. */
 void memprof__preload_configure(bool sample_heap_ok);
 
+/* The plugin's DT_FINI (linked with -fini): does nothing. */
+void memprof__preload_fini(void);
+
 /* Takes the plugin out of the environment this program's children inherit: its LD_PRELOAD
  * entry and every MEMPROF_* variable (MEMPROF_FOLLOW=0; preload_follow.c). Once, from the
  * plugin's constructor, after the configuration was read. */

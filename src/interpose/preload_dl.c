@@ -61,7 +61,7 @@ static void *find_next(unsigned which)
 /* The slow path of the code below: the next definition of function `which`, once what a
  * call from `caller` needs is written. Keeps errno. */
 void *memprof__preload_dl_enter(uintptr_t caller, unsigned which);
-void *memprof__preload_dl_enter(uintptr_t caller, unsigned which)
+MEMPROF_START_TEXT void *memprof__preload_dl_enter(uintptr_t caller, unsigned which)
 {
     int saved = errno;
     void *next = memprof_atomic_load_acquire(&memprof__preload_dl_next[which]);

@@ -91,6 +91,7 @@
 #include "api/owner.h"
 #include "api/values.h"
 #include "common/atomic.h"
+#include "common/process_hooks.h"
 #include "core/backend.h"
 #include "core/sandbox.h"
 #include "interpose/preload.h"
@@ -473,13 +474,14 @@ static bool empty_and_unwanted(pid_t me)
 {
     if (cfg.write_empty || cfg.interval_s || cfg.signo || me == cfg.write_empty_pid)
         return false;
-    memprof_stats s = {.size = sizeof s};
-    return memprof_get_stats(&s) == 0 && s.total_samples == 0;
+    /* The sample count alone: the whole of memprof_get_stats() (locks, table walks) would
+     * touch pages this process has not touched yet. */
+    return memprof__engine_samples() == 0;
 }
 
 /* Takes the exit-time profile, once per process: at exit, or at a runtime's end before it
  * frees its data (memprof_write_exit_profile()). Returns as that function. */
-static int exit_profile(void)
+MEMPROF_START_TEXT static int exit_profile(void)
 {
     if (!cfg.output[0])
         return -ENOTSUP;
@@ -516,7 +518,7 @@ static int exit_profile(void)
     return memprof_atomic_load_seqcst(&exit_rc);
 }
 
-static void dump_at_exit(void)
+MEMPROF_START_TEXT static void dump_at_exit(void)
 {
     (void)exit_profile();
 }
@@ -547,7 +549,7 @@ static void atfork_child(void)
     memprof_atomic_store_seqcst(&exit_requested, 0);
 }
 
-void memprof__preload_dump_setup(const struct memprof_dump_config *c)
+MEMPROF_START_TEXT void memprof__preload_dump_setup(const struct memprof_dump_config *c)
 {
     memcpy(&cfg, c, offsetof(struct memprof_dump_config, output) + strlen(c->output) + 1);
     /* The format a name's extension gives is the template's: a forked child's "<path>.<pid>"
@@ -558,10 +560,10 @@ void memprof__preload_dump_setup(const struct memprof_dump_config *c)
     pid_at_start = getpid();
     sem_init(&wakeup, 0, 0);
     sem_init(&exit_done, 0, 0);
-    pthread_atfork(NULL, NULL, atfork_child);
+    memprof_atfork(NULL, NULL, atfork_child);
     /* Registered from the constructor, so it runs after the program's own atexit
      * handlers: the profile sees what is still live at the very end. */
-    atexit(dump_at_exit);
+    memprof_atexit(dump_at_exit);
     if (!cfg.output[0])
         return;
     memprof__set_exit_profile_writer(exit_profile);

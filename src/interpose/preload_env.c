@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -196,10 +197,17 @@ static bool parse(const struct option *o, const char *v, struct settings *st)
             *r = (struct empty_rule){.write = v[0] == '1', .except = 0};
             return true;
         }
-        char *end;
-        errno = 0;
-        long pid = strncmp(v, "0:", 2) ? 0 : strtol(v + 2, &end, 10);
-        if (pid <= 0 || errno || *end)
+        /* "0:<pid>", as `memprof run` sets it in every process it starts: the digits read
+         * by hand, since strtol() would fault in two pages of libc in each. */
+        if (strncmp(v, "0:", 2) != 0 || !v[2])
+            return false;
+        long pid = 0;
+        for (const char *d = v + 2; *d; d++) {
+            if (*d < '0' || *d > '9' || pid > (LONG_MAX - 9) / 10)
+                return false;
+            pid = pid * 10 + (*d - '0');
+        }
+        if (pid <= 0)
             return false;
         *r = (struct empty_rule){.write = 0, .except = pid};
         return true;
@@ -208,7 +216,45 @@ static bool parse(const struct option *o, const char *v, struct settings *st)
     return false;
 }
 
-static void read_environment(struct settings *st)
+/* The environment's MEMPROF_* entries, in its order, found in one pass: a getenv() per
+ * option scanned the whole environment each time, in every process. More of them than fit
+ * (never, in practice) are looked up with getenv(). */
+#define ENV_SEEN_MAX 64
+struct env_seen {
+    const char *entry[ENV_SEEN_MAX];
+    size_t n;
+    bool overflow;
+};
+
+extern char **environ;
+static void env_collect(struct env_seen *s)
+{
+    s->n = 0;
+    s->overflow = false;
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "MEMPROF_", 8) != 0)
+            continue;
+        if (s->n == ENV_SEEN_MAX) {
+            s->overflow = true;
+            return;
+        }
+        s->entry[s->n++] = *e;
+    }
+}
+
+/* getenv(name) for a MEMPROF_* name, as env_collect() saw the environment. */
+static const char *env_get(const struct env_seen *s, const char *name)
+{
+    if (s->overflow)
+        return getenv(name);
+    size_t len = strlen(name);
+    for (size_t i = 0; i < s->n; i++)
+        if (strncmp(s->entry[i], name, len) == 0 && s->entry[i][len] == '=')
+            return s->entry[i] + len + 1;
+    return NULL;
+}
+
+static void read_environment(const struct env_seen *env, struct settings *st)
 {
     *st = (struct settings){.start = 1,
                             .sample_heap = 1,
@@ -218,11 +264,12 @@ static void read_environment(struct settings *st)
                             .format = MEMPROF_FORMAT_AUTO,
                             .unwinder = MEMPROF_UNWIND_DEFAULT,
                             .empty = {.write = 1}};
+    bool secure = getauxval(AT_SECURE) != 0; /* what secure_getenv() asks */
     for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
         const struct option *o = &options[i];
         /* secure_getenv for the output: a set-uid/set-gid program must not be made to
          * write files. */
-        const char *v = o->kind == PATH ? secure_getenv(o->name) : getenv(o->name);
+        const char *v = o->kind == PATH && secure ? NULL : env_get(env, o->name);
         if (!v || (!*v && o->kind != SWITCH && o->kind != PATH))
             continue;
         if (o->at == offsetof(struct settings, sample_heap))
@@ -274,13 +321,16 @@ static void output_path(const char *out, struct memprof_dump_config *dump)
     }
 }
 
-void memprof__preload_configure(bool sample_heap_ok)
+MEMPROF_START_TEXT void memprof__preload_configure(bool sample_heap_ok)
 {
     record_stderr();
     /* MEMPROF_QUIET first, on its own: it decides whether the other rows may speak. */
-    quiet = getenv("MEMPROF_QUIET") && memprof__parse_bool(getenv("MEMPROF_QUIET")) == 1;
+    struct env_seen env;
+    env_collect(&env);
+    const char *q = env_get(&env, "MEMPROF_QUIET");
+    quiet = q && memprof__parse_bool(q) == 1;
     struct settings st;
-    read_environment(&st);
+    read_environment(&env, &st);
     quiet = st.quiet;
 
     if (st.sample_heap) {
@@ -289,7 +339,7 @@ void memprof__preload_configure(bool sample_heap_ok)
         else if (st.sample_heap_set)
             say("memprof: ignoring MEMPROF_SAMPLE_HEAP=%s: the allocator behind the profiler is "
                 "not glibc's",
-                getenv("MEMPROF_SAMPLE_HEAP"));
+                env_get(&env, "MEMPROF_SAMPLE_HEAP"));
     }
     if (!st.symbolize)
         memprof__snapshot_write_names(false);

@@ -159,7 +159,7 @@ struct object_at {
     const ElfW(Dyn) * dyn;
 };
 
-static int find_object(struct dl_phdr_info *info, size_t size, void *data)
+MEMPROF_START_TEXT static int find_object(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
     struct object_at *o = data;
@@ -182,7 +182,8 @@ static int find_object(struct dl_phdr_info *info, size_t size, void *data)
 
 /* The load bias (in *base) and dynamic section of the object holding `addr`; false if no
  * object holds it, or it has no symbol or string table. */
-static bool dynamic_of(const void *addr, uintptr_t *base, struct memprof_elf_dynamic *d)
+MEMPROF_START_TEXT static bool dynamic_of(const void *addr, uintptr_t *base,
+                                          struct memprof_elf_dynamic *d)
 {
     struct object_at o = {.addr = (uintptr_t)addr};
     if (!dl_iterate_phdr(find_object, &o) || !o.dyn)
@@ -192,11 +193,38 @@ static bool dynamic_of(const void *addr, uintptr_t *base, struct memprof_elf_dyn
     return d->symtab && d->strtab;
 }
 
-bool memprof__preload_retarget_prepare(const struct memprof_retarget *targets, size_t n)
+/* libc's, found once (libc is never unloaded): asked for several times at start. Filled by
+ * the first thread to find it; another one meanwhile finds it again for itself. */
+static struct {
+    _Atomic int state; /* 0: not yet, 1: being filled, 2: filled */
+    uintptr_t base;
+    struct memprof_elf_dynamic d;
+} libc_dyn MEMPROF_START_DATA;
+
+MEMPROF_START_TEXT static bool libc_dynamic(uintptr_t *base, struct memprof_elf_dynamic *d)
+{
+    if (memprof_atomic_load_acquire(&libc_dyn.state) == 2) {
+        *base = libc_dyn.base;
+        *d = libc_dyn.d;
+        return true;
+    }
+    if (!dynamic_of((const void *)gnu_get_libc_version, base, d))
+        return false;
+    int expected = 0;
+    if (memprof_atomic_cas_seqcst(&libc_dyn.state, &expected, 1)) {
+        libc_dyn.base = *base;
+        libc_dyn.d = *d;
+        memprof_atomic_store_release(&libc_dyn.state, 2);
+    }
+    return true;
+}
+
+MEMPROF_START_TEXT bool memprof__preload_retarget_prepare(const struct memprof_retarget *targets,
+                                                          size_t n)
 {
     uintptr_t base;
     struct memprof_elf_dynamic d;
-    if (!dynamic_of((const void *)gnu_get_libc_version, &base, &d))
+    if (!libc_dynamic(&base, &d))
         return false;
     pending.n = 0;
     for (size_t t = 0; t < n; t++) {
@@ -257,11 +285,11 @@ bool memprof__preload_retarget_ready(void)
     return write_or_wait();
 }
 
-void *memprof__preload_libc_function(const char *name)
+MEMPROF_START_TEXT void *memprof__preload_libc_function(const char *name)
 {
     uintptr_t base;
     struct memprof_elf_dynamic d;
-    if (!dynamic_of((const void *)gnu_get_libc_version, &base, &d))
+    if (!libc_dynamic(&base, &d))
         return NULL;
     return (void *)memprof__elf_lookup(base, &d, name);
 }

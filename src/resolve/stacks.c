@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/process_hooks.h"
 #include "core/capture.h"
 #include "core/sources.h"
 #include "memprof/memprof.h"
@@ -238,5 +239,5 @@ static void fork_child(void)
 /* At load, before any thread of the program can use the resolver. */
 __attribute__((constructor)) static void register_fork_handlers(void)
 {
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    memprof_atfork(fork_prepare, fork_parent, fork_child);
 }

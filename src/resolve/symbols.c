@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/atomic.h"
 #include "common/hash.h"
 #include "resolve/strpool.h"
 #include "resolve/symbolizer.h"
@@ -31,7 +32,9 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t n_resolved, n_unresolved;
-static bool symbolize = true; /* memprof__sym_set_symbolize() */
+/* memprof__sym_set_symbolize(); set without the lock, which every process under
+ * `memprof run` would otherwise take at start (a page of its own to fault). */
+static _Atomic bool symbolize = true;
 
 /* The symbolizer module's table (symbolizer.h), NULL until asked for or when it cannot be
  * loaded. Asked for once, under the lock, by the first lookup that needs names. */
@@ -322,11 +325,9 @@ done:
     return s;
 }
 
-void memprof__sym_set_symbolize(bool on)
+MEMPROF_START_TEXT void memprof__sym_set_symbolize(bool on)
 {
-    pthread_mutex_lock(&lock);
-    symbolize = on;
-    pthread_mutex_unlock(&lock);
+    memprof_atomic_store_relaxed(&symbolize, on);
 }
 
 #if HAVE_LIBDW
@@ -382,7 +383,7 @@ const struct memprof_sym *memprof__sym_get(uintptr_t pc, bool need_names)
     static struct memprof_sym oom = {.nframes = 1};
     pthread_mutex_lock(&lock);
     struct memprof_sym *s = NULL;
-    bool names = symbolize || need_names;
+    bool names = memprof_atomic_load_relaxed(&symbolize) || need_names;
     if ((cache_used + 1) * 2 <= cache_cap || grow_cache()) {
         struct memprof_sym **slot = find_slot(cache, cache_cap, pc);
         if (!*slot && (*slot = resolve(pc, names)) != NULL)
