@@ -230,6 +230,11 @@ size_t memprof__hm_for_each(struct memprof_heapmap *hm,
     unsigned active = memprof_atomic_load_acquire(&hm->active);
     for (unsigned k = 0; k <= active; k++) {
         struct memprof_hm_slot *seg = segment(hm, k);
+        /* A segment no slot of which was ever claimed holds nothing: not read, its pages are
+         * never faulted in (the profile of a process without a sample: every `memprof run`
+         * program that took none). */
+        if (memprof_atomic_load_acquire(&hm->used[k]) == 0)
+            continue;
         for (size_t i = 0; seg && i < seg_size(k); i++) {
             struct memprof_hm_slot *s = &seg[i];
             uint64_t key = memprof_atomic_load_acquire(&s->key);
