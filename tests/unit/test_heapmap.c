@@ -8,6 +8,8 @@
  * few live entries (which must never look like a full table). The concurrent behaviour is
  * tested in tests/stress/.
  */
+#include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -397,6 +399,44 @@ static void test_for_each_visits_exactly_the_live_entries(void)
  * the map must keep accepting samples. Tombstones accumulate (a slot never goes back to
  * EMPTY), so this checks that they are reused well enough that the map never reports itself
  * full while far below capacity. */
+/* Pages of [p, p + bytes) the process has touched (mincore: mapped in, the zero page
+ * included), or -1. */
+static long resident_pages(const void *p, size_t bytes)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), n = (bytes + page - 1) / page;
+    unsigned char *vec = calloc(n, 1);
+    if (!vec || mincore((void *)p, bytes, vec) != 0) {
+        free(vec);
+        return -1;
+    }
+    long r = 0;
+    for (size_t i = 0; i < n; i++)
+        r += vec[i] & 1;
+    free(vec);
+    return r;
+}
+
+/* The profile of a process that never sampled walks the map at exit: its pages must stay
+ * untouched (each would be a page fault for nothing). */
+static void test_walking_a_map_nothing_was_inserted_in_touches_none_of_its_pages(void)
+{
+    struct memprof_heapmap hm;
+    CHECK_EQ(memprof__hm_init(&hm, 4096), 0);
+    size_t bytes = (size_t)memprof_atomic_load_relaxed(&hm.mapped_bytes); /* segment 0 */
+    const void *seg = memprof_atomic_load_acquire(&hm.segs[0]);
+    CHECK(seg != NULL);
+    EXPECT_EQ(resident_pages(seg, bytes), 0);
+    EXPECT_EQ_U(count_live(&hm), 0);
+    EXPECT_EQ(resident_pages(seg, bytes), 0);
+    /* Once a slot was claimed the walk reads the segment, and finds what is there. */
+    CHECK(insert(&hm, key_of(1), 1, 10, 1));
+    CHECK_EQ(memprof__hm_remove(&hm, key_of(1), NULL), MEMPROF_HM_FOUND);
+    EXPECT_EQ_U(count_live(&hm), 0);
+    CHECK(insert(&hm, key_of(2), 1, 10, 1));
+    EXPECT_EQ_U(count_live(&hm), 1);
+    memprof__hm_destroy(&hm);
+}
+
 static void test_churn_with_few_live_entries_never_drops(void)
 {
     struct memprof_heapmap hm;
@@ -444,6 +484,7 @@ int main(int argc, char **argv)
         TEST_CASE(test_a_segment_that_cannot_be_mapped_leaves_the_map_full_for_now),
         TEST_CASE(test_for_each_visits_exactly_the_live_entries),
         TEST_CASE(test_churn_with_few_live_entries_never_drops),
+        TEST_CASE(test_walking_a_map_nothing_was_inserted_in_touches_none_of_its_pages),
     };
     return TEST_MAIN(cases, false);
 }
