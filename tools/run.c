@@ -129,8 +129,8 @@ static int run_program(const struct run_options *o, const char *plugin, struct p
     memprof_cli_spool_split(ps->tmpl, &tp);
     struct pfiles before;
     memprof_cli_spool_scan(&tp, &before);
-    /* Watching from before the start: no process's file appears unseen. */
-    struct run_watch *watch = memprof_cli_watch_open(o, &tp);
+    /* The watcher names the processes' files while the program runs (run_watch.c). */
+    struct run_watch *watch = memprof_cli_watch_open(o, &tp, &before);
     int status, code = CLI_EXIT_CANNOT;
     if (memprof_cli_child_start(o, plugin, ps, &child)) {
         memprof_cli_watch_start(watch, child.pid);

@@ -111,10 +111,12 @@ void memprof_cli_spool_collect(const struct run_options *o, struct paths *ps,
 /* ---- naming the files while the program runs (run_watch.c) ---------------------------------- */
 
 struct run_watch;
-/* Before the program starts: watches the directory of template t for the profiles o has
- * the processes write raw. NULL when there is nothing to watch or it cannot be watched (the
- * files are then all named after the run). */
-struct run_watch *memprof_cli_watch_open(const struct run_options *o, const struct tmpl_parts *t);
+/* Before the program starts: prepares the watcher of the directory of template t for the
+ * profiles o has the processes write raw (`before`: the listing before the run, kept by the
+ * caller until memprof_cli_watch_free()). NULL when there is nothing to watch (the files are
+ * then all named after the run). */
+struct run_watch *memprof_cli_watch_open(const struct run_options *o, const struct tmpl_parts *t,
+                                         const struct pfiles *before);
 /* Once the program `main_pid` runs: names every other process's profile as it appears, on a
  * thread of its own. Does nothing for a NULL w. */
 void memprof_cli_watch_start(struct run_watch *w, pid_t main_pid);

@@ -15,6 +15,14 @@
  * those events are watched: the watcher's own rewriting in place (one descriptor, no new
  * file: memprof_cli_symbolize_file()) raises none, so it never sees its own work.
  *
+ * When it starts watching: after WATCH_DELAY_MS. Closing an inotify descriptor that has
+ * watched makes the process wait for the kernel to retire the watch, a grace period that
+ * took 5-17 ms at the end of two runs in three here (even with the watch removed first,
+ * when the close follows at once) -- more than a short run's end takes to name its few files
+ * itself, and paid by every script that runs `memprof run` many times. So a run that ends
+ * within the delay never watches; a longer one lists what arrived meanwhile (what was not
+ * there before the run) and then watches.
+ *
  * What it leaves to the end (run_spool.c names what this did not): the main program's own
  * profile (its conversion to another format also makes the run's summary), files whose
  * event was lost (inotify's queue overflowed), and everything when the files may be written
@@ -49,9 +57,12 @@ struct named {
     struct timespec mtim;
 };
 
+#define WATCH_DELAY_MS 500
+
 struct run_watch {
     const struct tmpl_parts *tp;
-    int inotify_fd, watch, stop[2];
+    const struct pfiles *before;    /* the listing before the run */
+    int inotify_fd, watch, stop[2]; /* inotify_fd: -1 until the watcher watches */
     pthread_t thread;
     bool started;
     pid_t main_pid;
@@ -60,7 +71,8 @@ struct run_watch {
     size_t ndone, cap;
 };
 
-struct run_watch *memprof_cli_watch_open(const struct run_options *o, const struct tmpl_parts *t)
+struct run_watch *memprof_cli_watch_open(const struct run_options *o, const struct tmpl_parts *t,
+                                         const struct pfiles *before)
 {
     if (!t->ok || !memprof_cli_run_deferred(o) || o->interval || o->signal_s)
         return NULL;
@@ -68,12 +80,10 @@ struct run_watch *memprof_cli_watch_open(const struct run_options *o, const stru
     if (!w)
         return NULL;
     w->tp = t;
-    w->stop[0] = w->stop[1] = -1;
-    w->inotify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-    if (w->inotify_fd < 0 ||
-        (w->watch = inotify_add_watch(w->inotify_fd, t->dir, IN_MOVED_TO)) < 0 ||
-        pipe2(w->stop, O_CLOEXEC) != 0) {
-        memprof_cli_watch_free(w);
+    w->before = before;
+    w->inotify_fd = -1;
+    if (pipe2(w->stop, O_CLOEXEC) != 0) {
+        free(w);
         return NULL;
     }
     w->s = (struct memprof_cli_symbolize){
@@ -124,11 +134,40 @@ static bool stopping(const struct run_watch *w)
     return poll(&p, 1, 0) > 0;
 }
 
+/* Waits WATCH_DELAY_MS, then watches the directory and names what arrived meanwhile.
+ * Returns false when the run ended first (or nothing can be watched). */
+static bool start_watching(struct run_watch *w)
+{
+    struct pollfd stop = {.fd = w->stop[0], .events = POLLIN};
+    int rc;
+    while ((rc = poll(&stop, 1, WATCH_DELAY_MS)) < 0 && errno == EINTR)
+        ;
+    if (rc != 0)
+        return false;
+    int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (fd < 0)
+        return false;
+    w->inotify_fd = fd;
+    if ((w->watch = inotify_add_watch(fd, w->tp->dir, IN_MOVED_TO)) < 0)
+        return false;
+    /* Listed after the watch began: a file renamed into place meanwhile is seen twice at
+     * worst, and take() names it once. */
+    struct pfiles now;
+    memprof_cli_spool_scan(w->tp, &now);
+    for (size_t i = 0; i < now.n && !stopping(w); i++)
+        if (!memprof_cli_spool_existed(w->before, &now.v[i]))
+            take(w, now.v[i].name);
+    free(now.v);
+    return true;
+}
+
 static void *watch_main(void *arg)
 {
     struct run_watch *w = arg;
     /* The command's work, not the program's: the program's processes come first. */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
+    if (!start_watching(w))
+        return NULL;
     union {
         struct inotify_event ev;
         char bytes[16384];
@@ -183,9 +222,10 @@ struct memprof_cli_symbolize *memprof_cli_watch_stop(struct run_watch *w)
         pthread_join(w->thread, NULL);
         w->started = false;
         /* Closing an inotify descriptor that still watches waits for the kernel to retire
-         * the watch (a grace period: 8 ms seen here, at the end of every run); removed now,
-         * it is retired while the run's end is written, and the close at the end is quick. */
-        inotify_rm_watch(w->inotify_fd, w->watch);
+         * the watch (a grace period); removed now, it is retired while the run's end is
+         * written, and the close at the end is quicker (see the top of the file). */
+        if (w->inotify_fd >= 0 && w->watch >= 0)
+            inotify_rm_watch(w->inotify_fd, w->watch);
     }
     return &w->s;
 }
