@@ -64,12 +64,9 @@ static void die(const char *what)
 
 static void *next(const char *name, int required)
 {
-    /* libc's dlsym() itself rather than the plugin's (preload_dl.c), which would forward each
-     * lookup to it after work of its own: the answer is the same (RTLD_NEXT is judged from
-     * the caller, this function). Only the resolving thread gets here. */
-    static void *(*libc_dlsym)(void *, const char *)MEMPROF_START_DATA;
-    if (!libc_dlsym)
-        libc_dlsym = (void *(*)(void *, const char *))memprof__preload_libc_function("dlsym");
+    /* libc's dlsym() itself: the plugin's would forward each lookup to it after work of its
+     * own, with the same answer (RTLD_NEXT is judged from the caller, this function). */
+    memprof_dlsym_fn *libc_dlsym = memprof__preload_libc_dlsym();
     void *f = libc_dlsym ? libc_dlsym(RTLD_NEXT, name) : dlsym(RTLD_NEXT, name);
     if (!f && required)
         die(name);

@@ -77,6 +77,12 @@ bool memprof__preload_retarget_ready(void);
  * (preload_retarget.c). */
 void *memprof__preload_libc_function(const char *name);
 
+/* libc's own dlsym() (not the plugin's, preload_dl.c, which forwards to it after work of its
+ * own), found once; NULL if it cannot be. Called from the plugin, its RTLD_NEXT finds the
+ * next definition after the plugin's. */
+typedef void *memprof_dlsym_fn(void *handle, const char *name);
+memprof_dlsym_fn *memprof__preload_libc_dlsym(void);
+
 /* Whether the loaded object holding `addr` defines a symbol called `name` (of any type):
  * 1 if it does, 0 if it does not (it may import it: a program that is not position-independent
  * gives the functions whose address it takes its PLT stub as their address), -1 if no object

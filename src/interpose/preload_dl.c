@@ -39,12 +39,10 @@ _Atomic(void *) memprof__preload_dl_next[MEMPROF_ARRAY_SIZE(dl_names)] MEMPROF_S
  * written. own_hi is stored last. */
 static _Atomic uintptr_t own_lo MEMPROF_START_DATA, own_hi MEMPROF_START_DATA;
 
-typedef void *dlsym_fn(void *, const char *);
-
 static void *find_next(unsigned which)
 {
     /* dlsym(RTLD_NEXT) called from here: the next definition after the plugin's. */
-    dlsym_fn *libc_dlsym = (dlsym_fn *)memprof__preload_libc_function("dlsym");
+    memprof_dlsym_fn *libc_dlsym = memprof__preload_libc_dlsym();
     void *f = libc_dlsym ? libc_dlsym(RTLD_NEXT, dl_names[which]) : NULL;
     if (!f)
         f = memprof__preload_libc_function(dl_names[which]);

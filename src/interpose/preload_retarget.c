@@ -294,6 +294,18 @@ MEMPROF_START_TEXT void *memprof__preload_libc_function(const char *name)
     return (void *)memprof__elf_lookup(base, &d, name);
 }
 
+MEMPROF_START_TEXT memprof_dlsym_fn *memprof__preload_libc_dlsym(void)
+{
+    /* The same function for every thread that finds it: a racing store is harmless. */
+    static _Atomic(memprof_dlsym_fn *) found MEMPROF_START_DATA;
+    memprof_dlsym_fn *f = memprof_atomic_load_relaxed(&found);
+    if (!f) {
+        f = (memprof_dlsym_fn *)memprof__preload_libc_function("dlsym");
+        memprof_atomic_store_relaxed(&found, f);
+    }
+    return f;
+}
+
 int memprof__preload_defines(const void *addr, const char *name)
 {
     uintptr_t base;
